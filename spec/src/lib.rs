@@ -1,0 +1,8 @@
+//! # interlock-spec
+//!
+//! The vocabulary every other Interlock crate speaks. Pure: no I/O, no clock, no SQLite, no MCP.
+//!
+//! - [`ids`]: validated identifiers ([`ids::Sik`], [`ids::MerchantId`]).
+#![deny(missing_docs)]
+
+pub mod ids;
