@@ -8,6 +8,12 @@ use std::fmt;
 pub const SIK_LENGTH: usize = 32;
 /// Longest merchant id we accept; Razorpay account ids are `acc_` + 14 characters.
 pub const MERCHANT_ID_LENGTH_MAX: usize = 64;
+/// Longest agent id we accept; agent ids are written by a human into the mandate.
+pub const AGENT_ID_LENGTH_MAX: usize = 64;
+/// Longest mandate id we accept; mandate ids are written by a human into the mandate.
+pub const MANDATE_ID_LENGTH_MAX: usize = 64;
+/// Longest tool name we accept; the MCP specification bounds tool names at 128 characters.
+pub const TOOL_NAME_LENGTH_MAX: usize = 128;
 
 /// Why an identifier was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,6 +26,79 @@ pub enum IdError {
         "merchant_id must be 1..={MERCHANT_ID_LENGTH_MAX} characters of A-Z, a-z, 0-9 and _, got {0:?}"
     )]
     MerchantId(String),
+    /// The agent id is empty, too long, or has characters outside `[A-Za-z0-9_]`.
+    #[error(
+        "agent_id must be 1..={AGENT_ID_LENGTH_MAX} characters of A-Z, a-z, 0-9 and _, got {0:?}"
+    )]
+    AgentId(String),
+    /// The mandate id is empty, too long, or has characters outside `[A-Za-z0-9_]`.
+    #[error(
+        "mandate_id must be 1..={MANDATE_ID_LENGTH_MAX} characters of A-Z, a-z, 0-9 and _, got {0:?}"
+    )]
+    MandateId(String),
+    /// The tool name is empty, too long, or has characters outside `[A-Za-z0-9_.-]`.
+    #[error(
+        "tool name must be 1..={TOOL_NAME_LENGTH_MAX} characters of A-Z, a-z, 0-9, _, . and -, got {0:?}"
+    )]
+    ToolName(String),
+}
+
+/// True when `text` is 1..=`length_max` bytes, each accepted by `allowed`.
+fn well_formed(text: &str, length_max: usize, allowed: fn(u8) -> bool) -> bool {
+    !text.is_empty() && text.len() <= length_max && text.bytes().all(allowed)
+}
+
+fn word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn tool_byte(b: u8) -> bool {
+    word_byte(b) || b == b'-' || b == b'.'
+}
+
+fn base32_byte(b: u8) -> bool {
+    b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)
+}
+
+/// The conversions every text id shares: serde goes through `parse`, so a deserialized id is as
+/// checked as a constructed one.
+macro_rules! text_id {
+    ($name:ident, $check:expr, $error:path) => {
+        impl $name {
+            /// Checks `text` is well-formed.
+            pub fn parse(text: &str) -> Result<Self, IdError> {
+                if $check(text) {
+                    Ok($name(text.to_owned()))
+                } else {
+                    Err($error(text.to_owned()))
+                }
+            }
+
+            /// The id as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(text: String) -> Result<Self, IdError> {
+                $name::parse(&text)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
 }
 
 /// A semantic idempotency key: the first 32 characters of the unpadded base32 SHA-256 of an
@@ -27,88 +106,51 @@ pub enum IdError {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Sik(String);
-
-impl Sik {
-    /// Checks `text` is a well-formed key.
-    pub fn parse(text: &str) -> Result<Self, IdError> {
-        let well_formed = text.len() == SIK_LENGTH
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b));
-        if well_formed {
-            Ok(Sik(text.to_owned()))
-        } else {
-            Err(IdError::Sik(text.to_owned()))
-        }
-    }
-
-    /// The key as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for Sik {
-    type Error = IdError;
-    fn try_from(text: String) -> Result<Self, IdError> {
-        Sik::parse(&text)
-    }
-}
-
-impl From<Sik> for String {
-    fn from(sik: Sik) -> String {
-        sik.0
-    }
-}
-
-impl fmt::Display for Sik {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+text_id!(
+    Sik,
+    |text: &str| text.len() == SIK_LENGTH && well_formed(text, SIK_LENGTH, base32_byte),
+    IdError::Sik
+);
 
 /// The merchant (rail account) an intent belongs to; half of the intent's primary key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct MerchantId(String);
+text_id!(
+    MerchantId,
+    |text: &str| well_formed(text, MERCHANT_ID_LENGTH_MAX, word_byte),
+    IdError::MerchantId
+);
 
-impl MerchantId {
-    /// Checks `text` is a well-formed merchant id.
-    pub fn parse(text: &str) -> Result<Self, IdError> {
-        let well_formed = !text.is_empty()
-            && text.len() <= MERCHANT_ID_LENGTH_MAX
-            && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if well_formed {
-            Ok(MerchantId(text.to_owned()))
-        } else {
-            Err(IdError::MerchantId(text.to_owned()))
-        }
-    }
+/// The agent a mandate authorises; G1 refuses calls from any other agent.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AgentId(String);
+text_id!(
+    AgentId,
+    |text: &str| well_formed(text, AGENT_ID_LENGTH_MAX, word_byte),
+    IdError::AgentId
+);
 
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+/// The name a human gave a mandate, so audit records and `interlock check` can say which one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MandateId(String);
+text_id!(
+    MandateId,
+    |text: &str| well_formed(text, MANDATE_ID_LENGTH_MAX, word_byte),
+    IdError::MandateId
+);
 
-impl TryFrom<String> for MerchantId {
-    type Error = IdError;
-    fn try_from(text: String) -> Result<Self, IdError> {
-        MerchantId::parse(&text)
-    }
-}
-
-impl From<MerchantId> for String {
-    fn from(id: MerchantId) -> String {
-        id.0
-    }
-}
-
-impl fmt::Display for MerchantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+/// An MCP tool name (`create_refund`, `fetch_payment`), as the upstream server spells it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ToolName(String);
+text_id!(
+    ToolName,
+    |text: &str| well_formed(text, TOOL_NAME_LENGTH_MAX, tool_byte),
+    IdError::ToolName
+);
 
 #[cfg(test)]
 mod tests {
@@ -142,10 +184,41 @@ mod tests {
     }
 
     #[test]
+    fn agent_and_mandate_ids_use_the_word_alphabet() {
+        assert!(AgentId::parse("agent_support_bot").is_ok());
+        assert_eq!(
+            AgentId::parse("agent bot"),
+            Err(IdError::AgentId("agent bot".to_owned()))
+        );
+        assert!(AgentId::parse(&"a".repeat(AGENT_ID_LENGTH_MAX + 1)).is_err());
+        assert!(MandateId::parse("mnd_support_tier1").is_ok());
+        assert_eq!(MandateId::parse(""), Err(IdError::MandateId(String::new())));
+        assert!(MandateId::parse("mnd/1").is_err());
+    }
+
+    #[test]
+    fn tool_names_follow_the_mcp_alphabet() {
+        for good in ["create_refund", "get-sum", "razorpay.fetch_payment"] {
+            assert!(ToolName::parse(good).is_ok(), "{good:?}");
+        }
+        for bad in ["", "create refund", "tool/x", "é"] {
+            assert_eq!(
+                ToolName::parse(bad),
+                Err(IdError::ToolName(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
+        assert!(ToolName::parse(&"t".repeat(TOOL_NAME_LENGTH_MAX)).is_ok());
+        assert!(ToolName::parse(&"t".repeat(TOOL_NAME_LENGTH_MAX + 1)).is_err());
+    }
+
+    #[test]
     fn serde_goes_through_the_checks() {
         let bad: Result<Sik, _> = serde_json::from_str("\"nope\"");
         assert!(bad.is_err());
         let good: Sik = serde_json::from_str("\"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567\"").unwrap();
         assert_eq!(good.as_str(), "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
+        let tool: Result<ToolName, _> = serde_json::from_str("\"no spaces\"");
+        assert!(tool.is_err());
     }
 }
