@@ -5,4 +5,7 @@
 //! - [`ids`]: validated identifiers ([`ids::Sik`], [`ids::MerchantId`]).
 #![deny(missing_docs)]
 
+pub mod canonical;
+pub mod hash;
 pub mod ids;
+pub mod money;
