@@ -9,3 +9,4 @@ pub mod canonical;
 pub mod hash;
 pub mod ids;
 pub mod money;
+pub mod sik;
