@@ -1,0 +1,206 @@
+//! A reconcile pass as a pure fold over the pages the rail returns. The engine feeds it pages; the
+//! pass decides which event the pages prove. The three reconciler traps are closed here, once:
+//! absence on page one is not absence, a reading before the rail's lag elapsed proves nothing, and
+//! an amount is not an identity (only the stamp matches).
+
+use crate::state::{EntityRef, Event};
+use interlock_spec::ids::Sik;
+
+/// Pages one pass may read before it gives up as inconclusive. Bounds the loop; a rail with more
+/// pages of entities for one subject than this is quarantined rather than read forever.
+pub const RECONCILE_PAGES_MAX: u32 = 100;
+
+/// One pass over the rail's list for one intent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReconcilePass {
+    sik: Sik,
+    lag_elapsed: bool,
+    pages_read: u32,
+    matches: Vec<String>,
+    exhausted: bool,
+    failed: bool,
+}
+
+/// Whether the pass wants another page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassProgress {
+    /// Fetch the next page.
+    NextPage,
+    /// Stop reading and call [`ReconcilePass::conclude`].
+    Conclude,
+}
+
+impl ReconcilePass {
+    /// Starts a pass for `sik`. `lag_elapsed` says the reading begins at least
+    /// [`crate::RECONCILE_MIN_DELAY_MS`] after the attempt ended, by the engine's clock.
+    pub fn new(sik: Sik, lag_elapsed: bool) -> ReconcilePass {
+        ReconcilePass {
+            sik,
+            lag_elapsed,
+            pages_read: 0,
+            matches: Vec::new(),
+            exhausted: false,
+            failed: false,
+        }
+    }
+
+    /// Takes one page. `is_last` is the rail's own word that no page follows (for count/skip
+    /// lists: fewer items than asked for).
+    pub fn observe_page(&mut self, entities: &[EntityRef], is_last: bool) -> PassProgress {
+        assert!(
+            !self.exhausted && !self.failed,
+            "page observed after the pass ended"
+        );
+        self.pages_read += 1;
+        for entity in entities {
+            if entity.stamp.as_ref() == Some(&self.sik) && !self.matches.contains(&entity.id) {
+                self.matches.push(entity.id.clone());
+            }
+        }
+        self.exhausted = is_last;
+        if is_last || self.pages_read >= RECONCILE_PAGES_MAX {
+            PassProgress::Conclude
+        } else {
+            PassProgress::NextPage
+        }
+    }
+
+    /// A list call failed (partition, 5xx): the pass can prove nothing.
+    pub fn list_failed(&mut self) {
+        self.failed = true;
+    }
+
+    /// Pages read so far.
+    pub fn pages_read(&self) -> u32 {
+        self.pages_read
+    }
+
+    /// The event these pages prove. A match anywhere wins (an entity with our stamp exists, whatever
+    /// else failed); absence needs every page and a settled rail; two matches mean money moved twice
+    /// already, which no event can mend, so the intent is quarantined for an operator.
+    pub fn conclude(self) -> Event {
+        match self.matches.as_slice() {
+            [one] => Event::ReconcileFoundApplied {
+                entity: EntityRef {
+                    id: one.clone(),
+                    stamp: Some(self.sik),
+                },
+            },
+            [] if self.exhausted && self.lag_elapsed && !self.failed => {
+                Event::ReconcileConfirmedAbsent {
+                    pagination_exhausted: true,
+                    lag_elapsed: true,
+                }
+            }
+            [] => Event::ReconcileInconclusive,
+            [_, _, ..] => Event::Quarantine,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sik(c: char) -> Sik {
+        Sik::parse(&c.to_string().repeat(32)).unwrap()
+    }
+
+    fn entity(id: &str, stamp: Option<Sik>) -> EntityRef {
+        EntityRef {
+            id: id.to_owned(),
+            stamp,
+        }
+    }
+
+    #[test]
+    fn absence_on_page_one_is_not_absence() {
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        let foreign = [entity("rfnd_1", Some(sik('B')))];
+        assert_eq!(pass.observe_page(&foreign, false), PassProgress::NextPage);
+        assert_eq!(
+            pass.observe_page(&[entity("rfnd_2", Some(sik('A')))], true),
+            PassProgress::Conclude
+        );
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileFoundApplied {
+                entity: entity("rfnd_2", Some(sik('A')))
+            }
+        );
+    }
+
+    #[test]
+    fn absence_needs_exhaustion_and_lag() {
+        for (exhausted, lag, absent) in [
+            (true, true, true),
+            (false, true, false),
+            (true, false, false),
+        ] {
+            let mut pass = ReconcilePass::new(sik('A'), lag);
+            pass.observe_page(&[entity("rfnd_1", None)], exhausted);
+            let concluded = pass.conclude();
+            assert_eq!(
+                concluded.kind() == crate::EventKind::ReconcileConfirmedAbsent,
+                absent
+            );
+            if !absent {
+                assert_eq!(concluded, Event::ReconcileInconclusive);
+            }
+        }
+    }
+
+    #[test]
+    fn amount_is_not_identity_and_unstamped_entities_never_match() {
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        pass.observe_page(
+            &[
+                entity("rfnd_same_amount", None),
+                entity("rfnd_x", Some(sik('C'))),
+            ],
+            true,
+        );
+        assert_eq!(
+            pass.conclude().kind(),
+            crate::EventKind::ReconcileConfirmedAbsent
+        );
+    }
+
+    #[test]
+    fn a_failed_list_proves_nothing_but_a_match_still_counts() {
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        pass.list_failed();
+        assert_eq!(pass.conclude(), Event::ReconcileInconclusive);
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        pass.observe_page(&[entity("rfnd_9", Some(sik('A')))], false);
+        pass.list_failed();
+        assert_eq!(
+            pass.conclude().kind(),
+            crate::EventKind::ReconcileFoundApplied
+        );
+    }
+
+    #[test]
+    fn two_stamped_entities_quarantine_and_pages_are_bounded() {
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        pass.observe_page(
+            &[
+                entity("rfnd_1", Some(sik('A'))),
+                entity("rfnd_2", Some(sik('A'))),
+            ],
+            true,
+        );
+        assert_eq!(pass.conclude(), Event::Quarantine);
+        let mut pass = ReconcilePass::new(sik('A'), true);
+        for page in 1..RECONCILE_PAGES_MAX {
+            assert_eq!(
+                pass.observe_page(&[], false),
+                PassProgress::NextPage,
+                "page {page}"
+            );
+        }
+        assert_eq!(pass.observe_page(&[], false), PassProgress::Conclude);
+        assert_eq!(pass.pages_read(), RECONCILE_PAGES_MAX);
+        assert_eq!(pass.conclude(), Event::ReconcileInconclusive);
+    }
+}
