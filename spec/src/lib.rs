@@ -8,5 +8,7 @@
 pub mod canonical;
 pub mod hash;
 pub mod ids;
+pub mod mandate;
 pub mod money;
 pub mod sik;
+mod strict;
