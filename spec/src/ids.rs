@@ -52,6 +52,12 @@ fn word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// True when `text` is 1..=`length_max` characters of `[A-Za-z0-9_]`, the alphabet of rail
+/// entity ids and argument names as well as of our own ids.
+pub(crate) fn is_word(text: &str, length_max: usize) -> bool {
+    well_formed(text, length_max, word_byte)
+}
+
 fn tool_byte(b: u8) -> bool {
     word_byte(b) || b == b'-' || b == b'.'
 }
@@ -118,7 +124,7 @@ text_id!(
 pub struct MerchantId(String);
 text_id!(
     MerchantId,
-    |text: &str| well_formed(text, MERCHANT_ID_LENGTH_MAX, word_byte),
+    |text: &str| is_word(text, MERCHANT_ID_LENGTH_MAX),
     IdError::MerchantId
 );
 
@@ -128,7 +134,7 @@ text_id!(
 pub struct AgentId(String);
 text_id!(
     AgentId,
-    |text: &str| well_formed(text, AGENT_ID_LENGTH_MAX, word_byte),
+    |text: &str| is_word(text, AGENT_ID_LENGTH_MAX),
     IdError::AgentId
 );
 
@@ -138,7 +144,7 @@ text_id!(
 pub struct MandateId(String);
 text_id!(
     MandateId,
-    |text: &str| well_formed(text, MANDATE_ID_LENGTH_MAX, word_byte),
+    |text: &str| is_word(text, MANDATE_ID_LENGTH_MAX),
     IdError::MandateId
 );
 

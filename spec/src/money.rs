@@ -5,7 +5,8 @@
 //! paise, is refused with a reason rather than rounded, because a rounding guess that is wrong by
 //! a factor of 100 moves real money.
 
-use serde::de::{self, Unexpected, Visitor};
+use crate::strict;
+use serde::de;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::fmt;
@@ -118,39 +119,12 @@ impl fmt::Display for Minor {
     }
 }
 
-struct MinorVisitor;
-
-impl Visitor<'_> for MinorVisitor {
-    type Value = Minor;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "an integer amount in minor units, 0..={MINOR_MAX}")
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Minor, E> {
-        Minor::new(value).map_err(E::custom)
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Minor, E> {
-        match u64::try_from(value) {
-            Ok(value) => self.visit_u64(value),
-            Err(_) => Err(E::custom(AmountError::Negative(value))),
-        }
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Minor, E> {
-        Err(E::custom(AmountError::Float(value.to_string())))
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Minor, E> {
-        Err(E::invalid_type(Unexpected::Str(value), &self))
-    }
-}
-
 impl<'de> Deserialize<'de> for Minor {
     /// Accepts only integer tokens: YAML `1.5` and `"100"` are refused, not coerced.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(MinorVisitor)
+        let expected = "an integer amount in minor units (not a float, not a string)";
+        let amount = strict::integer(deserializer, expected)?;
+        Minor::new(amount).map_err(de::Error::custom)
     }
 }
 

@@ -17,7 +17,7 @@
 
 use crate::canonical::{CanonicalError, canonical_json};
 use crate::hash::{base32_nopad, sha256};
-use crate::ids::{MerchantId, SIK_LENGTH, Sik, ToolName};
+use crate::ids::{MerchantId, SIK_LENGTH, Sik, ToolName, is_word};
 use crate::money::{Currency, Minor};
 use serde_json::{Value, json};
 
@@ -131,12 +131,7 @@ pub fn window_bucket(now_ms: u64, window_ms: u64) -> Result<u64, SikError> {
 }
 
 fn check_subject(subject: &str) -> Result<(), SikError> {
-    let well_formed = !subject.is_empty()
-        && subject.len() <= SUBJECT_LENGTH_MAX
-        && subject
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if well_formed {
+    if is_word(subject, SUBJECT_LENGTH_MAX) {
         Ok(())
     } else {
         Err(SikError::Subject(subject.to_owned()))

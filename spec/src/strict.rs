@@ -12,13 +12,17 @@ use std::fmt;
 /// A non-negative integer exactly as written; floats, strings, booleans and null are refused.
 pub(crate) struct StrictU64(pub(crate) u64);
 
-struct StrictU64Visitor;
+/// Accepts integer tokens only. `expected` completes "invalid type: floating point `1.5`,
+/// expected ..." in the error.
+struct IntegerVisitor {
+    expected: &'static str,
+}
 
-impl Visitor<'_> for StrictU64Visitor {
+impl Visitor<'_> for IntegerVisitor {
     type Value = u64;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a non-negative integer (not a float, not a string)")
+        f.write_str(self.expected)
     }
 
     fn visit_u64<E: de::Error>(self, value: u64) -> Result<u64, E> {
@@ -38,11 +42,21 @@ impl Visitor<'_> for StrictU64Visitor {
     }
 }
 
+/// Reads a non-negative integer token, whatever the format would otherwise coerce.
+pub(crate) fn integer<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    expected: &'static str,
+) -> Result<u64, D::Error> {
+    deserializer.deserialize_any(IntegerVisitor { expected })
+}
+
 impl<'de> serde::Deserialize<'de> for StrictU64 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(StrictU64Visitor)
-            .map(StrictU64)
+        integer(
+            deserializer,
+            "a non-negative integer (not a float, not a string)",
+        )
+        .map(StrictU64)
     }
 }
 

@@ -482,7 +482,7 @@ fn quoted_numbers_negatives_and_huge_amounts_are_refused() {
         (
             "min_amount_minor: 100",
             "min_amount_minor: -100",
-            "must not be negative",
+            "integer `-100`",
         ),
         (
             "max_amount_minor: 500000",

@@ -5,7 +5,7 @@
 use super::{Limits, MANDATE_VERSION, Mandate, Provenance};
 use crate::canonical::JSON_INTEGER_MAX;
 use crate::hash::is_sha256_hex;
-use crate::ids::ToolName;
+use crate::ids::{ToolName, is_word};
 use crate::money::{Currency, Minor};
 use crate::sik::{REFUND_TOOLS, is_refund_tool};
 use std::collections::{BTreeMap, BTreeSet};
@@ -316,7 +316,7 @@ fn idempotency(checker: &mut Checker, mandate: &Mandate) {
         checker.count(&fields_path, rule.key_fields.len(), KEY_FIELDS_MAX);
         let mut seen = BTreeSet::new();
         for field in &rule.key_fields {
-            if !key_field_well_formed(field) {
+            if !is_word(field, KEY_FIELD_LENGTH_MAX) {
                 checker.fail(&fields_path, Problem::BadKeyField(field.clone()));
             } else if !seen.insert(field) {
                 checker.fail(&fields_path, Problem::Duplicate(field.clone()));
@@ -331,14 +331,6 @@ fn idempotency(checker: &mut Checker, mandate: &Mandate) {
             }
         }
     }
-}
-
-fn key_field_well_formed(field: &str) -> bool {
-    !field.is_empty()
-        && field.len() <= KEY_FIELD_LENGTH_MAX
-        && field
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn pins(checker: &mut Checker, provenance: &Provenance, mandate: &Mandate) {
