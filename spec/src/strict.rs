@@ -1,9 +1,8 @@
 //! Integer deserialization that refuses everything but integers.
 //!
-//! Serde's derived `u64` accepts whatever the format coerces: serde-saphyr turns the YAML string
-//! `"100"` into 100, and some formats truncate floats. Money and time must be written as integers,
-//! so these helpers ask the format what it actually saw (`deserialize_any`) and accept only
-//! integer tokens.
+//! Serde's derived `u64` accepts whatever the format coerces: serde-saphyr reads the quoted YAML
+//! string `"100"` into a `u64` field as 100. Money and time must be written as integers, so these
+//! helpers ask the format what it actually saw (`deserialize_any`) and accept only integer tokens.
 
 use serde::Deserializer;
 use serde::de::{self, Unexpected, Visitor};
