@@ -14,6 +14,7 @@ pub const RECONCILE_PAGES_MAX: u32 = 100;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ReconcilePass {
     sik: Sik,
+    attempt_seq: u32,
     lag_elapsed: bool,
     pages_read: u32,
     matches: Vec<String>,
@@ -31,11 +32,14 @@ pub enum PassProgress {
 }
 
 impl ReconcilePass {
-    /// Starts a pass for `sik`. `lag_elapsed` says the reading begins at least
-    /// [`crate::RECONCILE_MIN_DELAY_MS`] after the attempt ended, by the engine's clock.
-    pub fn new(sik: Sik, lag_elapsed: bool) -> ReconcilePass {
+    /// Starts a pass for attempt `attempt_seq` of `sik` (the attempt of the `RunReconcile`
+    /// effect): its conclusion cannot settle any later attempt. `lag_elapsed` says the reading
+    /// begins at least [`crate::RECONCILE_MIN_DELAY_MS`] after the attempt ended, by the engine's
+    /// clock.
+    pub fn new(sik: Sik, attempt_seq: u32, lag_elapsed: bool) -> ReconcilePass {
         ReconcilePass {
             sik,
+            attempt_seq,
             lag_elapsed,
             pages_read: 0,
             matches: Vec::new(),
@@ -70,6 +74,11 @@ impl ReconcilePass {
         self.failed = true;
     }
 
+    /// The attempt this pass is about.
+    pub fn attempt_seq(&self) -> u32 {
+        self.attempt_seq
+    }
+
     /// Pages read so far.
     pub fn pages_read(&self) -> u32 {
         self.pages_read
@@ -85,14 +94,18 @@ impl ReconcilePass {
                     id: one.clone(),
                     stamp: Some(self.sik),
                 },
+                attempt_seq: self.attempt_seq,
             },
             [] if self.exhausted && self.lag_elapsed && !self.failed => {
                 Event::ReconcileConfirmedAbsent {
+                    attempt_seq: self.attempt_seq,
                     pagination_exhausted: true,
                     lag_elapsed: true,
                 }
             }
-            [] => Event::ReconcileInconclusive,
+            [] => Event::ReconcileInconclusive {
+                attempt_seq: self.attempt_seq,
+            },
             [_, _, ..] => Event::Quarantine,
         }
     }
@@ -115,7 +128,7 @@ mod tests {
 
     #[test]
     fn absence_on_page_one_is_not_absence() {
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         let foreign = [entity("rfnd_1", Some(sik('B')))];
         assert_eq!(pass.observe_page(&foreign, false), PassProgress::NextPage);
         assert_eq!(
@@ -125,6 +138,7 @@ mod tests {
         assert_eq!(
             pass.conclude(),
             Event::ReconcileFoundApplied {
+                attempt_seq: 1,
                 entity: entity("rfnd_2", Some(sik('A')))
             }
         );
@@ -137,7 +151,7 @@ mod tests {
             (false, true, false),
             (true, false, false),
         ] {
-            let mut pass = ReconcilePass::new(sik('A'), lag);
+            let mut pass = ReconcilePass::new(sik('A'), 1, lag);
             pass.observe_page(&[entity("rfnd_1", None)], exhausted);
             let concluded = pass.conclude();
             assert_eq!(
@@ -145,14 +159,14 @@ mod tests {
                 absent
             );
             if !absent {
-                assert_eq!(concluded, Event::ReconcileInconclusive);
+                assert_eq!(concluded, Event::ReconcileInconclusive { attempt_seq: 1 });
             }
         }
     }
 
     #[test]
     fn amount_is_not_identity_and_unstamped_entities_never_match() {
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.observe_page(
             &[
                 entity("rfnd_same_amount", None),
@@ -168,10 +182,13 @@ mod tests {
 
     #[test]
     fn a_failed_list_proves_nothing_but_a_match_still_counts() {
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.list_failed();
-        assert_eq!(pass.conclude(), Event::ReconcileInconclusive);
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileInconclusive { attempt_seq: 1 }
+        );
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.observe_page(&[entity("rfnd_9", Some(sik('A')))], false);
         pass.list_failed();
         assert_eq!(
@@ -182,7 +199,7 @@ mod tests {
 
     #[test]
     fn two_stamped_entities_quarantine_and_pages_are_bounded() {
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.observe_page(
             &[
                 entity("rfnd_1", Some(sik('A'))),
@@ -191,7 +208,7 @@ mod tests {
             true,
         );
         assert_eq!(pass.conclude(), Event::Quarantine);
-        let mut pass = ReconcilePass::new(sik('A'), true);
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
         for page in 1..RECONCILE_PAGES_MAX {
             assert_eq!(
                 pass.observe_page(&[], false),
@@ -201,6 +218,9 @@ mod tests {
         }
         assert_eq!(pass.observe_page(&[], false), PassProgress::Conclude);
         assert_eq!(pass.pages_read(), RECONCILE_PAGES_MAX);
-        assert_eq!(pass.conclude(), Event::ReconcileInconclusive);
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileInconclusive { attempt_seq: 1 }
+        );
     }
 }

@@ -166,18 +166,25 @@ pub enum Event {
     ReconcileStarted,
     /// The pass found the entity carrying our stamp.
     ReconcileFoundApplied {
+        /// The attempt the pass was started for (a pass cannot settle a later attempt).
+        attempt_seq: u32,
         /// The entity found. Its stamp must be ours.
         entity: EntityRef,
     },
     /// The pass read every page after the rail's lag had elapsed and found nothing of ours.
     ReconcileConfirmedAbsent {
+        /// The attempt the pass was started for.
+        attempt_seq: u32,
         /// The last page said there are no more.
         pagination_exhausted: bool,
         /// The reading began at least [`RECONCILE_MIN_DELAY_MS`] after the attempt ended.
         lag_elapsed: bool,
     },
     /// The pass could not decide (a list failed, pages ran out of budget, lag not elapsed).
-    ReconcileInconclusive,
+    ReconcileInconclusive {
+        /// The attempt the pass was started for.
+        attempt_seq: u32,
+    },
     /// The engine retries an intent proven not applied.
     RetryAuthorized,
     /// A fresh proposal from the agent for an intent that is not in flight.
@@ -291,7 +298,7 @@ impl Event {
             Event::ReconcileStarted => EventKind::ReconcileStarted,
             Event::ReconcileFoundApplied { .. } => EventKind::ReconcileFoundApplied,
             Event::ReconcileConfirmedAbsent { .. } => EventKind::ReconcileConfirmedAbsent,
-            Event::ReconcileInconclusive => EventKind::ReconcileInconclusive,
+            Event::ReconcileInconclusive { .. } => EventKind::ReconcileInconclusive,
             Event::RetryAuthorized => EventKind::RetryAuthorized,
             Event::Reopened => EventKind::Reopened,
             Event::OperatorConfirmedApplied { .. } => EventKind::OperatorConfirmedApplied,

@@ -69,15 +69,21 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             };
             edge(core, kind, &[Unknown], Reconciling, effect)
         }
-        Event::ReconcileFoundApplied { entity } => {
+        Event::ReconcileFoundApplied {
+            attempt_seq,
+            entity,
+        } => {
             require(core, kind, &[Reconciling])?;
+            require_current_attempt(core, *attempt_seq)?;
             applied(core, entity)
         }
         Event::ReconcileConfirmedAbsent {
+            attempt_seq,
             pagination_exhausted,
             lag_elapsed,
         } => {
             require(core, kind, &[Reconciling])?;
+            require_current_attempt(core, *attempt_seq)?;
             if !pagination_exhausted {
                 return Err(Illegal::PaginationNotExhausted);
             }
@@ -86,7 +92,11 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             }
             Ok(to(core, ConfirmedNotApplied, Effect::None))
         }
-        Event::ReconcileInconclusive => reconcile_inconclusive(core, kind),
+        Event::ReconcileInconclusive { attempt_seq } => {
+            require(core, kind, &[Reconciling])?;
+            require_current_attempt(core, *attempt_seq)?;
+            reconcile_inconclusive(core, kind)
+        }
         Event::RetryAuthorized => reauthorize(core, kind),
         Event::Reopened => match core.state {
             // A rejection is the rail's word about one request, not a proof about the intent (a

@@ -51,12 +51,16 @@ pub fn well_formed(kind: EventKind, core: &IntentCore) -> Event {
         EventKind::RailAmbiguous => Event::RailAmbiguous { attempt_seq },
         EventKind::LeaseExpired => Event::LeaseExpired,
         EventKind::ReconcileStarted => Event::ReconcileStarted,
-        EventKind::ReconcileFoundApplied => Event::ReconcileFoundApplied { entity: ours() },
+        EventKind::ReconcileFoundApplied => Event::ReconcileFoundApplied {
+            attempt_seq,
+            entity: ours(),
+        },
         EventKind::ReconcileConfirmedAbsent => Event::ReconcileConfirmedAbsent {
+            attempt_seq,
             pagination_exhausted: true,
             lag_elapsed: true,
         },
-        EventKind::ReconcileInconclusive => Event::ReconcileInconclusive,
+        EventKind::ReconcileInconclusive => Event::ReconcileInconclusive { attempt_seq },
         EventKind::RetryAuthorized => Event::RetryAuthorized,
         EventKind::Reopened => Event::Reopened,
         EventKind::OperatorConfirmedApplied => Event::OperatorConfirmedApplied { entity: ours() },
@@ -107,11 +111,19 @@ fn guard_examples() -> Vec<(String, String)> {
         (State::InFlight, Event::RailAmbiguous { attempt_seq: 0 }),
         (
             State::Reconciling,
-            Event::ReconcileFoundApplied { entity: foreign },
+            Event::ReconcileInconclusive { attempt_seq: 0 },
+        ),
+        (
+            State::Reconciling,
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity: foreign,
+            },
         ),
         (
             State::Reconciling,
             Event::ReconcileConfirmedAbsent {
+                attempt_seq: 1,
                 pagination_exhausted: false,
                 lag_elapsed: true,
             },
@@ -119,6 +131,7 @@ fn guard_examples() -> Vec<(String, String)> {
         (
             State::Reconciling,
             Event::ReconcileConfirmedAbsent {
+                attempt_seq: 1,
                 pagination_exhausted: true,
                 lag_elapsed: false,
             },
@@ -150,7 +163,11 @@ fn guard_examples() -> Vec<(String, String)> {
         refusal.to_string(),
     ));
     reconciling.reconcile_inconclusive = RECONCILE_INCONCLUSIVE_MAX - 1;
-    let quarantined = step(&reconciling, &Event::ReconcileInconclusive).expect("an edge");
+    let quarantined = step(
+        &reconciling,
+        &Event::ReconcileInconclusive { attempt_seq: 1 },
+    )
+    .expect("an edge");
     out.push((
         format!(
             "RECONCILING ({} inconclusive) + RECONCILE_INCONCLUSIVE",

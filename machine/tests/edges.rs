@@ -79,6 +79,7 @@ fn ambiguity_goes_to_reconciliation_and_only_proof_of_absence_reopens() {
         );
     }
     let absent = Event::ReconcileConfirmedAbsent {
+        attempt_seq: 1,
         pagination_exhausted: true,
         lag_elapsed: true,
     };
@@ -109,7 +110,10 @@ fn the_sixth_inconclusive_pass_quarantines() {
     for pass in 1..RECONCILE_INCONCLUSIVE_MAX {
         let back = run(
             core,
-            &[Event::ReconcileStarted, Event::ReconcileInconclusive],
+            &[
+                Event::ReconcileStarted,
+                Event::ReconcileInconclusive { attempt_seq: 1 },
+            ],
         );
         assert_eq!(back.next.state, State::Unknown, "pass {pass}");
         assert_eq!(
@@ -122,7 +126,10 @@ fn the_sixth_inconclusive_pass_quarantines() {
     }
     let last = run(
         core,
-        &[Event::ReconcileStarted, Event::ReconcileInconclusive],
+        &[
+            Event::ReconcileStarted,
+            Event::ReconcileInconclusive { attempt_seq: 1 },
+        ],
     );
     assert_eq!(
         (last.next.state, last.effect),
@@ -227,11 +234,13 @@ fn replies_for_other_attempts_and_foreign_entities_are_refused() {
 fn absence_needs_exhausted_pages_and_elapsed_lag() {
     let reconciling = representative(State::Reconciling);
     let early = Event::ReconcileConfirmedAbsent {
+        attempt_seq: 1,
         pagination_exhausted: true,
         lag_elapsed: false,
     };
     assert_eq!(step(&reconciling, &early), Err(Illegal::LagNotElapsed));
     let partial = Event::ReconcileConfirmedAbsent {
+        attempt_seq: 1,
         pagination_exhausted: false,
         lag_elapsed: true,
     };
@@ -365,5 +374,34 @@ fn a_tampered_core_is_refused_loudly() {
     assert!(
         outcome.is_err(),
         "a core that breaks the machine's promises must not be stepped"
+    );
+}
+
+#[test]
+fn a_reconcile_conclusion_cannot_settle_a_later_attempt() {
+    let mut second = representative(State::Reconciling);
+    second.attempt_seq = 2;
+    let stale_absent = Event::ReconcileConfirmedAbsent {
+        attempt_seq: 1,
+        pagination_exhausted: true,
+        lag_elapsed: true,
+    };
+    assert_eq!(
+        step(&second, &stale_absent),
+        Err(Illegal::StaleAttempt { current: 2, got: 1 })
+    );
+    let stale_found = Event::ReconcileFoundApplied {
+        attempt_seq: 1,
+        entity: ours(&second, "rfnd_1"),
+    };
+    assert!(matches!(
+        step(&second, &stale_found),
+        Err(Illegal::StaleAttempt { .. })
+    ));
+    let pass = ReconcilePass::new(second.sik.clone(), 2, true);
+    assert_eq!(
+        step(&second, &pass.conclude()).map(|s| s.next.state),
+        Ok(State::Unknown),
+        "a pass that read nothing is inconclusive, for its own attempt"
     );
 }

@@ -47,17 +47,25 @@ fn event() -> impl Strategy<Value = Event> {
         attempt
             .clone()
             .prop_map(|attempt_seq| Event::RailRejected { attempt_seq }),
-        attempt.prop_map(|attempt_seq| Event::RailAmbiguous { attempt_seq }),
+        attempt
+            .clone()
+            .prop_map(|attempt_seq| Event::RailAmbiguous { attempt_seq }),
         Just(Event::LeaseExpired),
         Just(Event::ReconcileStarted),
-        entity().prop_map(|entity| Event::ReconcileFoundApplied { entity }),
-        (any::<bool>(), any::<bool>()).prop_map(|(pagination_exhausted, lag_elapsed)| {
-            Event::ReconcileConfirmedAbsent {
+        (attempt.clone(), entity()).prop_map(|(attempt_seq, entity)| {
+            Event::ReconcileFoundApplied {
+                attempt_seq,
+                entity,
+            }
+        }),
+        (attempt.clone(), any::<bool>(), any::<bool>()).prop_map(
+            |(attempt_seq, pagination_exhausted, lag_elapsed)| Event::ReconcileConfirmedAbsent {
+                attempt_seq,
                 pagination_exhausted,
                 lag_elapsed,
             }
-        }),
-        Just(Event::ReconcileInconclusive),
+        ),
+        attempt.prop_map(|attempt_seq| Event::ReconcileInconclusive { attempt_seq }),
         Just(Event::RetryAuthorized),
         Just(Event::Reopened),
         entity().prop_map(|entity| Event::OperatorConfirmedApplied { entity }),

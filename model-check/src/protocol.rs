@@ -186,6 +186,8 @@ pub enum Proc {
     },
     /// Running a reconcile pass; `pass` is `None` until the lag has been waited out.
     Reconciling {
+        /// The attempt the pass was started for.
+        attempt_seq: u32,
         /// The pass, once reading.
         pass: Option<ReconcilePass>,
         /// An agent call waits on this process (so proven absence is retried at once).
@@ -400,6 +402,10 @@ fn ledger_records(history: &[Record]) -> u64 {
         .count() as u64
 }
 
+fn attempt_of(world: &World) -> u32 {
+    world.ledger.as_ref().map_or(0, |core| core.attempt_seq)
+}
+
 fn state_of(world: &World) -> Option<State> {
     world.ledger.as_ref().map(|core| core.state)
 }
@@ -586,6 +592,7 @@ pub fn after_page(
         && !page.iter().any(|e| e.stamp.as_ref() == Some(&our_sik()));
     if first_page_says_absent {
         return Some(Event::ReconcileConfirmedAbsent {
+            attempt_seq: pass.attempt_seq(),
             pagination_exhausted: true,
             lag_elapsed: true,
         });
@@ -679,6 +686,7 @@ impl Protocol {
                 let started = self.apply_leased(&mut next, Event::ReconcileStarted, p);
                 next.procs[p] = if started {
                     Proc::Reconciling {
+                        attempt_seq: attempt_of(&next),
                         pass: None,
                         serving: false,
                     }
@@ -687,15 +695,21 @@ impl Protocol {
                 };
             }
             Action::WaitLag(p) => {
-                let Proc::Reconciling { serving, .. } = next.procs[p] else {
+                let Proc::Reconciling {
+                    attempt_seq,
+                    serving,
+                    ..
+                } = next.procs[p]
+                else {
                     unreachable!("enabled only when reconciling")
                 };
                 if !self.mutant(Mutant::IgnoreLag) {
                     // The delay has passed: by the timing assumption every entity is now listed.
                     next.entities.iter_mut().for_each(|e| e.visible = true);
                 }
-                let pass = ReconcilePass::new(our_sik(), true);
+                let pass = ReconcilePass::new(our_sik(), attempt_seq, true);
                 next.procs[p] = Proc::Reconciling {
+                    attempt_seq,
                     pass: Some(pass),
                     serving,
                 };
@@ -767,6 +781,7 @@ impl Protocol {
             }
             State::Unknown if self.apply_leased(world, Event::ReconcileStarted, p) => {
                 Proc::Reconciling {
+                    attempt_seq: core.attempt_seq,
                     pass: None,
                     serving: true,
                 }
@@ -890,6 +905,7 @@ impl Protocol {
 
     fn read_page(&self, world: &mut World, p: ProcId, list_fails: bool) {
         let Proc::Reconciling {
+            attempt_seq,
             pass: Some(mut pass),
             serving,
         } = world.procs[p].clone()
@@ -905,6 +921,7 @@ impl Protocol {
         };
         let Some(event) = concluded else {
             world.procs[p] = Proc::Reconciling {
+                attempt_seq,
                 pass: Some(pass),
                 serving,
             };
