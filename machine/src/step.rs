@@ -41,23 +41,17 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             attempt_seq,
             entity,
         } => {
-            require(core, kind, &[InFlight])?;
-            require_current_attempt(core, *attempt_seq)?;
+            about_attempt(core, kind, InFlight, *attempt_seq)?;
             applied(core, entity)
         }
         Event::RailRejected { attempt_seq } => {
-            require(core, kind, &[InFlight])?;
-            require_current_attempt(core, *attempt_seq)?;
+            about_attempt(core, kind, InFlight, *attempt_seq)?;
             Ok(to(core, FailedTerminal, Effect::None))
         }
         Event::RailAmbiguous { attempt_seq } => {
-            require(core, kind, &[InFlight])?;
-            require_current_attempt(core, *attempt_seq)?;
-            Ok(to(
-                core,
-                Unknown,
-                schedule_reconcile(core.reconcile_inconclusive),
-            ))
+            about_attempt(core, kind, InFlight, *attempt_seq)?;
+            let effect = schedule_reconcile(core.reconcile_inconclusive);
+            Ok(to(core, Unknown, effect))
         }
         Event::LeaseExpired => {
             let effect = schedule_reconcile(core.reconcile_inconclusive);
@@ -73,8 +67,7 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             attempt_seq,
             entity,
         } => {
-            require(core, kind, &[Reconciling])?;
-            require_current_attempt(core, *attempt_seq)?;
+            about_attempt(core, kind, Reconciling, *attempt_seq)?;
             applied(core, entity)
         }
         Event::ReconcileConfirmedAbsent {
@@ -82,20 +75,12 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             pagination_exhausted,
             lag_elapsed,
         } => {
-            require(core, kind, &[Reconciling])?;
-            require_current_attempt(core, *attempt_seq)?;
-            if !pagination_exhausted {
-                return Err(Illegal::PaginationNotExhausted);
-            }
-            if !lag_elapsed {
-                return Err(Illegal::LagNotElapsed);
-            }
-            Ok(to(core, ConfirmedNotApplied, Effect::None))
+            about_attempt(core, kind, Reconciling, *attempt_seq)?;
+            confirmed_absent(core, *pagination_exhausted, *lag_elapsed)
         }
         Event::ReconcileInconclusive { attempt_seq } => {
-            require(core, kind, &[Reconciling])?;
-            require_current_attempt(core, *attempt_seq)?;
-            reconcile_inconclusive(core, kind)
+            about_attempt(core, kind, Reconciling, *attempt_seq)?;
+            Ok(reconcile_inconclusive(core))
         }
         Event::RetryAuthorized => reauthorize(core, kind),
         Event::Reopened => match core.state {
@@ -106,6 +91,7 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
         },
         Event::OperatorConfirmedApplied { entity } => {
             require(core, kind, &[Quarantined])?;
+            // Nothing was ever sent, so nothing of ours can exist on the rail.
             if core.attempt_seq == 0 {
                 return Err(Illegal::NeverAttempted);
             }
@@ -133,8 +119,23 @@ fn attempt_started(core: &IntentCore, kind: EventKind) -> Result<Step, Illegal> 
     Ok(next)
 }
 
-fn reconcile_inconclusive(core: &IntentCore, kind: EventKind) -> Result<Step, Illegal> {
-    require(core, kind, &[State::Reconciling])?;
+/// Absence is proven only by a reading that saw every page after the rail's lag had passed.
+fn confirmed_absent(
+    core: &IntentCore,
+    exhausted: bool,
+    lag_elapsed: bool,
+) -> Result<Step, Illegal> {
+    if !exhausted {
+        return Err(Illegal::PaginationNotExhausted);
+    }
+    if !lag_elapsed {
+        return Err(Illegal::LagNotElapsed);
+    }
+    Ok(to(core, State::ConfirmedNotApplied, Effect::None))
+}
+
+/// Back to `UNKNOWN` with a longer delay, or, on the 6th inconclusive pass, to `QUARANTINED`.
+fn reconcile_inconclusive(core: &IntentCore) -> Step {
     let inconclusive = core.reconcile_inconclusive + 1;
     let mut next = if inconclusive >= RECONCILE_INCONCLUSIVE_MAX {
         to(core, State::Quarantined, Effect::AwaitHuman)
@@ -142,7 +143,7 @@ fn reconcile_inconclusive(core: &IntentCore, kind: EventKind) -> Result<Step, Il
         to(core, State::Unknown, schedule_reconcile(inconclusive))
     };
     next.next.reconcile_inconclusive = inconclusive;
-    Ok(next)
+    next
 }
 
 /// The only edges into `AUTHORIZED` once an attempt has been made: out of `CONFIRMED_NOT_APPLIED`.
@@ -189,6 +190,18 @@ fn require(core: &IntentCore, event: EventKind, sources: &[State]) -> Result<(),
             event,
         })
     }
+}
+
+/// An outcome is accepted only in `source` and only for the current attempt: a late reply, or a
+/// pass started for an earlier attempt, must not settle this one.
+fn about_attempt(
+    core: &IntentCore,
+    event: EventKind,
+    source: State,
+    attempt_seq: u32,
+) -> Result<(), Illegal> {
+    require(core, event, &[source])?;
+    require_current_attempt(core, attempt_seq)
 }
 
 fn require_current_attempt(core: &IntentCore, attempt_seq: u32) -> Result<(), Illegal> {

@@ -136,7 +136,6 @@ proptest! {
     ) {
         let mut core = representative(start);
         core.sik = ours();
-        core.entity_id = core.entity_id.clone();
         let (history, _) = drive(core, &events);
         prop_assert_eq!(invariants::i4_absorbing(&history), Ok(()));
         prop_assert_eq!(invariants::i5_monotonic(&history), Ok(()));

@@ -694,26 +694,7 @@ impl Protocol {
                     Proc::Idle
                 };
             }
-            Action::WaitLag(p) => {
-                let Proc::Reconciling {
-                    attempt_seq,
-                    serving,
-                    ..
-                } = next.procs[p]
-                else {
-                    unreachable!("enabled only when reconciling")
-                };
-                if !self.mutant(Mutant::IgnoreLag) {
-                    // The delay has passed: by the timing assumption every entity is now listed.
-                    next.entities.iter_mut().for_each(|e| e.visible = true);
-                }
-                let pass = ReconcilePass::new(our_sik(), attempt_seq, true);
-                next.procs[p] = Proc::Reconciling {
-                    attempt_seq,
-                    pass: Some(pass),
-                    serving,
-                };
-            }
+            Action::WaitLag(p) => self.wait_lag(&mut next, p),
             Action::ReadPage(p) => self.read_page(&mut next, p, false),
             Action::ListFails(p) => {
                 next.list_failures_left -= 1;
@@ -731,25 +712,51 @@ impl Protocol {
                 }
                 next.procs[p] = Proc::Idle;
             }
-            Action::Operator => {
-                let event = match world.ours().as_slice() {
-                    [] => Event::OperatorConfirmedNotApplied,
-                    [id] => Event::OperatorConfirmedApplied {
-                        entity: EntityRef {
-                            id: entity_name(*id),
-                            stamp: Some(our_sik()),
-                        },
-                    },
-                    _ => unreachable!("enabled only with at most one of ours"),
-                };
-                let resolved = self.apply(&mut next, event);
-                assert!(
-                    resolved,
-                    "an operator's resolution of a quarantine is always an edge"
-                );
-            }
+            Action::Operator => self.operator(&mut next),
         }
         Some(next)
+    }
+
+    /// The pass has waited out the reconcile delay: by assumption A1 (ADR 0003) every entity is
+    /// now listed, and the pass may conclude absence.
+    fn wait_lag(&self, world: &mut World, p: ProcId) {
+        let Proc::Reconciling {
+            attempt_seq,
+            serving,
+            ..
+        } = world.procs[p]
+        else {
+            unreachable!("enabled only when reconciling")
+        };
+        if !self.mutant(Mutant::IgnoreLag) {
+            // The delay has passed: by the timing assumption every entity is now listed.
+            world.entities.iter_mut().for_each(|e| e.visible = true);
+        }
+        let pass = ReconcilePass::new(our_sik(), attempt_seq, true);
+        world.procs[p] = Proc::Reconciling {
+            attempt_seq,
+            pass: Some(pass),
+            serving,
+        };
+    }
+
+    /// An operator, reading the rail's dashboard (ground truth), resolves a quarantine.
+    fn operator(&self, world: &mut World) {
+        let event = match world.ours().as_slice() {
+            [] => Event::OperatorConfirmedNotApplied,
+            [id] => Event::OperatorConfirmedApplied {
+                entity: EntityRef {
+                    id: entity_name(*id),
+                    stamp: Some(our_sik()),
+                },
+            },
+            _ => unreachable!("enabled only with at most one of ours"),
+        };
+        let resolved = self.apply(world, event);
+        assert!(
+            resolved,
+            "an operator's resolution of a quarantine is always an edge"
+        );
     }
 
     /// A serving process's next ledger step, chosen from the durable state it reads.
