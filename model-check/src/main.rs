@@ -104,7 +104,12 @@ fn check(config: Config, threads: usize, max_states: Option<usize>) -> Result<()
     let mut discoveries: Vec<_> = checker.discoveries().into_iter().collect();
     discoveries.sort_by_key(|(name, _)| *name);
     for (name, path) in discoveries {
-        println!("discovery {name:?}: {} steps", path.into_actions().len());
+        // An example (or counterexample) path, not necessarily the shortest: stateright keeps the
+        // last one its threads found.
+        println!(
+            "discovery {name:?}: a path of {} actions",
+            path.into_actions().len()
+        );
     }
     checker.assert_properties();
     println!("every property holds");
