@@ -313,6 +313,33 @@ pub fn no_phantom_success<'a>(
     Ok(())
 }
 
+/// No silent loss, for a world at rest: an entity carrying a core's stamp means the ledger says
+/// `APPLIED` with that entity's id (or `QUARANTINED`, where an operator has been asked). Only
+/// meaningful once nothing is in flight: mid-protocol an entity may exist before it is known.
+pub fn no_silent_loss<'a>(
+    cores: impl IntoIterator<Item = &'a IntentCore>,
+    entities: &[RailEntity],
+) -> Result<(), Violation> {
+    for core in cores {
+        let Some(entity) = entities
+            .iter()
+            .find(|e| e.stamp.as_ref() == Some(&core.sik))
+        else {
+            continue;
+        };
+        let recorded =
+            core.state == State::Applied && core.entity_id.as_deref() == Some(entity.id.as_str());
+        if !recorded && core.state != State::Quarantined {
+            let detail = format!(
+                "{}: {} on the rail but the ledger says {}",
+                core.sik, entity.id, core.state
+            );
+            return violation("no-silent-loss", detail);
+        }
+    }
+    Ok(())
+}
+
 /// Every history predicate, in order, stopping at the first violation.
 pub fn check_history(history: &[Record]) -> Result<(), Violation> {
     i1_single_intent(history)?;

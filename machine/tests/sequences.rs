@@ -310,6 +310,23 @@ fn each_predicate_catches_its_violation() {
         invariants::no_phantom_success([&applied], &[stamped("rfnd_1")]),
         Ok(())
     );
+    assert_eq!(
+        invariants::no_silent_loss([&applied], &[stamped("rfnd_1")]),
+        Ok(())
+    );
+    assert_eq!(
+        invariants::no_silent_loss([&unknown], &[stamped("rfnd_1")])
+            .unwrap_err()
+            .invariant,
+        "no-silent-loss"
+    );
+    assert_eq!(
+        invariants::no_silent_loss([&applied], &[stamped("rfnd_2")])
+            .unwrap_err()
+            .invariant,
+        "no-silent-loss",
+        "APPLIED with another entity's id is a loss of the real one"
+    );
     let foreign = RailEntity {
         id: "rfnd_1".into(),
         stamp: None,

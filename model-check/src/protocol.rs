@@ -507,6 +507,13 @@ impl Model for Protocol {
             Property::<Self>::always("no phantom success", |_, w| {
                 invariants::no_phantom_success(w.ledger.iter(), &w.rail_entities()).is_ok()
             }),
+            Property::<Self>::always(
+                "no silent loss: once all is quiet, an entity of ours is recorded as APPLIED",
+                |m, w| {
+                    !w.quiescent(m)
+                        || invariants::no_silent_loss(w.ledger.iter(), &w.rail_entities()).is_ok()
+                },
+            ),
             Property::<Self>::always("refunded total within the refundable", |_, w| {
                 w.entities.iter().map(|e| e.amount_minor).sum::<u64>() <= PAYMENT_MINOR
             }),
