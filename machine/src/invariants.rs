@@ -109,24 +109,33 @@ pub fn i1_single_intent(history: &[Record]) -> Result<(), Violation> {
     Ok(())
 }
 
-/// I2 durable write-ahead: no rail call is sent unless the `IN_FLIGHT` record of that very attempt
-/// was committed before it.
+/// I2 durable write-ahead: a rail call is sent only while the ledger row *is* `IN_FLIGHT` for that
+/// very attempt. Committed before the call, and not moved on since: a call sent after its attempt
+/// was expired and reconciled is a late send, as dangerous as one sent before the write.
 pub fn i2_write_ahead(history: &[Record]) -> Result<(), Violation> {
-    let mut in_flight: BTreeMap<&Sik, u32> = BTreeMap::new();
+    let mut current: BTreeMap<&Sik, &IntentCore> = BTreeMap::new();
     for record in history {
         match record {
-            Record::Transition { to, .. } if to.state == State::InFlight => {
-                in_flight.insert(&to.sik, to.attempt_seq);
+            Record::Inserted { core, .. } => {
+                current.insert(&core.sik, core);
+            }
+            Record::Transition { to, .. } => {
+                current.insert(&to.sik, to);
             }
             Record::RailCall { sik, attempt_seq } => {
-                if in_flight.get(sik) != Some(attempt_seq) {
-                    let detail = format!(
-                        "{sik}: call for attempt {attempt_seq} without its IN_FLIGHT record"
-                    );
+                let row = current.get(sik);
+                let in_flight = row.is_some_and(|core| {
+                    core.state == State::InFlight && core.attempt_seq == *attempt_seq
+                });
+                if !in_flight {
+                    let found = row.map_or("no row".to_owned(), |c| {
+                        format!("{} attempt {}", c.state, c.attempt_seq)
+                    });
+                    let detail =
+                        format!("{sik}: call for attempt {attempt_seq} while the row is {found}");
                     return violation("I2", detail);
                 }
             }
-            Record::Transition { .. } | Record::Inserted { .. } => {}
         }
     }
     Ok(())

@@ -38,7 +38,9 @@ pub enum State {
     InFlight,
     /// The rail holds exactly one entity with our stamp, and we know its id. Absorbing.
     Applied,
-    /// The rail refused the last attempt. Not proof of absence (see ADR 0001).
+    /// The rail refused the last attempt. The agent is told so at once, but a refusal is not proof
+    /// of absence (a duplicate-receipt 400 means the money moved): the engine verifies it with a
+    /// reconcile pass before the intent counts as settled (ADR 0001).
     FailedTerminal,
     /// The last attempt ended ambiguously (timeout, 5xx, crash, foreign reply).
     Unknown,
@@ -98,13 +100,16 @@ impl State {
     pub const fn is_settled(self) -> bool {
         matches!(
             self,
-            State::Applied | State::Blocked | State::FailedTerminal | State::ConfirmedNotApplied
+            State::Applied | State::Blocked | State::ConfirmedNotApplied
         )
     }
 
-    /// The money's fate is not known: only reconciliation or an operator can decide it.
+    /// The money's fate is not proven: only reconciliation or an operator can decide it.
     pub const fn is_ambiguous(self) -> bool {
-        matches!(self, State::InFlight | State::Unknown | State::Reconciling)
+        matches!(
+            self,
+            State::InFlight | State::Unknown | State::Reconciling | State::FailedTerminal
+        )
     }
 }
 
@@ -195,7 +200,11 @@ pub enum Event {
         entity: EntityRef,
     },
     /// An operator established from the rail that nothing of ours exists.
-    OperatorConfirmedNotApplied,
+    OperatorConfirmedNotApplied {
+        /// The operator read the rail at least [`RECONCILE_MIN_DELAY_MS`] after the last attempt
+        /// ended. An operator's "nothing there" is evidence only once a late call can no longer land.
+        lag_elapsed: bool,
+    },
 }
 
 /// The name of an event without its evidence: the columns of the edge table.
@@ -302,7 +311,7 @@ impl Event {
             Event::RetryAuthorized => EventKind::RetryAuthorized,
             Event::Reopened => EventKind::Reopened,
             Event::OperatorConfirmedApplied { .. } => EventKind::OperatorConfirmedApplied,
-            Event::OperatorConfirmedNotApplied => EventKind::OperatorConfirmedNotApplied,
+            Event::OperatorConfirmedNotApplied { .. } => EventKind::OperatorConfirmedNotApplied,
         }
     }
 }

@@ -45,8 +45,10 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             applied(core, entity)
         }
         Event::RailRejected { attempt_seq } => {
+            // The agent hears the refusal now; the ledger verifies it in the background.
             about_attempt(core, kind, InFlight, *attempt_seq)?;
-            Ok(to(core, FailedTerminal, Effect::None))
+            let effect = schedule_reconcile(core.reconcile_inconclusive);
+            Ok(to(core, FailedTerminal, effect))
         }
         Event::RailAmbiguous { attempt_seq } => {
             about_attempt(core, kind, InFlight, *attempt_seq)?;
@@ -61,7 +63,7 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             let effect = Effect::RunReconcile {
                 attempt_seq: core.attempt_seq,
             };
-            edge(core, kind, &[Unknown], Reconciling, effect)
+            edge(core, kind, &[Unknown, FailedTerminal], Reconciling, effect)
         }
         Event::ReconcileFoundApplied {
             attempt_seq,
@@ -97,13 +99,13 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             }
             applied(core, entity)
         }
-        Event::OperatorConfirmedNotApplied => edge(
-            core,
-            kind,
-            &[Quarantined],
-            ConfirmedNotApplied,
-            Effect::None,
-        ),
+        Event::OperatorConfirmedNotApplied { lag_elapsed } => {
+            require(core, kind, &[Quarantined])?;
+            if !lag_elapsed {
+                return Err(Illegal::LagNotElapsed);
+            }
+            Ok(to(core, ConfirmedNotApplied, Effect::None))
+        }
     }
 }
 

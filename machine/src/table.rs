@@ -64,7 +64,9 @@ pub fn well_formed(kind: EventKind, core: &IntentCore) -> Event {
         EventKind::RetryAuthorized => Event::RetryAuthorized,
         EventKind::Reopened => Event::Reopened,
         EventKind::OperatorConfirmedApplied => Event::OperatorConfirmedApplied { entity: ours() },
-        EventKind::OperatorConfirmedNotApplied => Event::OperatorConfirmedNotApplied,
+        EventKind::OperatorConfirmedNotApplied => {
+            Event::OperatorConfirmedNotApplied { lag_elapsed: true }
+        }
     }
 }
 
@@ -144,6 +146,9 @@ fn guard_examples() -> Vec<(String, String)> {
             (format!("{state} + {event:?}"), refusal.to_string())
         })
         .collect();
+    let early = Event::OperatorConfirmedNotApplied { lag_elapsed: false };
+    let refusal = step(&representative(State::Quarantined), &early).expect_err("lag guard");
+    out.push((format!("QUARANTINED + {early:?}"), refusal.to_string()));
     let mut quarantined_early = representative(State::Quarantined);
     quarantined_early.attempt_seq = 0;
     let event = well_formed(EventKind::OperatorConfirmedApplied, &quarantined_early);

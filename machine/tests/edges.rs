@@ -135,7 +135,10 @@ fn the_sixth_inconclusive_pass_quarantines() {
         (last.next.state, last.effect),
         (State::Quarantined, Effect::AwaitHuman)
     );
-    let resolved = run(last.next, &[Event::OperatorConfirmedNotApplied]);
+    let resolved = run(
+        last.next,
+        &[Event::OperatorConfirmedNotApplied { lag_elapsed: true }],
+    );
     assert_eq!(
         (resolved.next.state, resolved.next.reconcile_inconclusive),
         (State::ConfirmedNotApplied, 0)
@@ -283,7 +286,10 @@ fn an_intent_never_attempted_cannot_be_confirmed_applied() {
     assert_eq!(step(&held, &claim), Err(Illegal::NeverAttempted));
     let cleared = run(
         held,
-        &[Event::OperatorConfirmedNotApplied, Event::RetryAuthorized],
+        &[
+            Event::OperatorConfirmedNotApplied { lag_elapsed: true },
+            Event::RetryAuthorized,
+        ],
     );
     assert_eq!(cleared.next.state, State::Authorized);
 }
@@ -404,4 +410,45 @@ fn a_reconcile_conclusion_cannot_settle_a_later_attempt() {
         Ok(State::Unknown),
         "a pass that read nothing is inconclusive, for its own attempt"
     );
+}
+
+#[test]
+fn a_rejection_is_verified_against_the_rail_before_it_counts_as_settled() {
+    let flying = run(
+        IntentCore::proposed(sik()),
+        &[Event::GatesPassed, Event::AttemptStarted],
+    )
+    .next;
+    let failed = run(flying, &[Event::RailRejected { attempt_seq: 1 }]);
+    assert_eq!(failed.next.state, State::FailedTerminal);
+    assert_eq!(
+        failed.effect,
+        Effect::ScheduleReconcile {
+            delay_ms: RECONCILE_MIN_DELAY_MS
+        }
+    );
+    assert!(!State::FailedTerminal.is_settled() && State::FailedTerminal.is_ambiguous());
+    let entity = ours(&failed.next, "rfnd_dup_receipt");
+    let found = run(
+        failed.next,
+        &[
+            Event::ReconcileStarted,
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity,
+            },
+        ],
+    );
+    assert_eq!(
+        found.next.state,
+        State::Applied,
+        "a 400 whose money moved is found and recorded"
+    );
+}
+
+#[test]
+fn an_operator_cannot_clear_a_quarantine_before_the_lag_has_passed() {
+    let quarantined = representative(State::Quarantined);
+    let early = Event::OperatorConfirmedNotApplied { lag_elapsed: false };
+    assert_eq!(step(&quarantined, &early), Err(Illegal::LagNotElapsed));
 }

@@ -69,7 +69,7 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::RetryAuthorized),
         Just(Event::Reopened),
         entity().prop_map(|entity| Event::OperatorConfirmedApplied { entity }),
-        Just(Event::OperatorConfirmedNotApplied),
+        any::<bool>().prop_map(|lag_elapsed| Event::OperatorConfirmedNotApplied { lag_elapsed }),
     ]
 }
 
@@ -210,6 +210,17 @@ fn each_predicate_catches_its_violation() {
             .unwrap_err()
             .invariant,
         "I2"
+    );
+    let mut late = good[..3].to_vec();
+    late.push(t(4, &flying, Event::LeaseExpired, &unknown, Effect::None));
+    late.push(Record::RailCall {
+        sik: sik.clone(),
+        attempt_seq: 1,
+    });
+    assert_eq!(
+        invariants::i2_write_ahead(&late).unwrap_err().invariant,
+        "I2",
+        "a call sent after its attempt was expired is a late send"
     );
     let mut resent = good.clone();
     resent.push(Record::RailCall {

@@ -5,7 +5,7 @@ use interlock_model_check::protocol::{Config, Protocol};
 use stateright::{Checker, Model};
 use std::time::Instant;
 
-const USAGE: &str = "usage: interlock-model-check check [--config bounded|large] [--threads N] [--max-states N]\n           [--procs N] [--proposals N] [--crashes N] [--ambiguous N] [--replays N] [--rejections N] [--list-failures N]\n       interlock-model-check explore [--config bounded|large] [--port PORT]";
+const USAGE: &str = "usage: interlock-model-check check [--config bounded|partition|stall|large] [--threads N] [--max-states N]\n           [--procs N] [--proposals N] [--crashes N] [--ambiguous N] [--replays N] [--rejections N] [--list-failures N]\n       interlock-model-check explore [--config bounded|partition|stall|large] [--port PORT]";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -79,9 +79,11 @@ fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
 fn named_config(name: &str) -> Result<Config, String> {
     match name {
         "bounded" => Ok(Config::bounded()),
+        "partition" => Ok(Config::partition()),
+        "stall" => Ok(Config::stall()),
         "large" => Ok(Config::large()),
         other => Err(format!(
-            "--config: unknown configuration {other} (bounded, large)"
+            "--config: unknown configuration {other} (bounded, partition, stall, large)"
         )),
     }
 }

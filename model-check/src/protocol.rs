@@ -27,7 +27,7 @@
 
 use interlock_machine::invariants::{self, RailEntity, Record};
 use interlock_machine::{
-    EntityRef, Event, IntentCore, PassProgress, ReconcilePass, State, Step, step,
+    EntityRef, Event, Illegal, IntentCore, PassProgress, ReconcilePass, State, Step, step,
 };
 use interlock_spec::ids::Sik;
 use stateright::{Model, Property};
@@ -71,11 +71,19 @@ pub enum Mutant {
     AcceptReplay,
     /// Boot recovery and the background reconciler skip `UNKNOWN` intents (the reference's bug 1).
     ForgetUnknown,
+    /// An operator clears a quarantine while a call may still land (claims the lag has passed).
+    OperatorIgnoresLag,
+    /// The sender does not re-check its lease just before the call leaves.
+    SendWithoutRecheck,
+    /// A refusal is taken as proof of absence and never verified against the rail.
+    RejectionIsFinal,
+    /// The reference's edge: `FAILED_TERMINAL --REOPENED--> AUTHORIZED`, no proof of absence.
+    ReopenRejectedDirectly,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 11] = [
         Mutant::UnknownToAuthorized,
         Mutant::AbsentFromPageOne,
         Mutant::IgnoreLag,
@@ -83,6 +91,10 @@ impl Mutant {
         Mutant::CallBeforeWal,
         Mutant::AcceptReplay,
         Mutant::ForgetUnknown,
+        Mutant::OperatorIgnoresLag,
+        Mutant::SendWithoutRecheck,
+        Mutant::RejectionIsFinal,
+        Mutant::ReopenRejectedDirectly,
     ];
 }
 
@@ -99,10 +111,14 @@ pub struct Config {
     pub ambiguous: u8,
     /// Replies replayed from another refund.
     pub replays: u8,
-    /// Outright refusals by the rail.
+    /// Refusals by the rail (4xx), each either before applying or after (a duplicate receipt).
     pub rejections: u8,
     /// List calls that fail (a partition).
     pub list_failures: u8,
+    /// Times the engine sets an `UNKNOWN` intent aside (`QUARANTINE`) for an operator.
+    pub quarantines: u8,
+    /// Times a live lease holder stalls past its lease and another process takes the intent over.
+    pub stalls: u8,
     /// Entities stay out of lists until the lag has passed.
     pub lag: bool,
     /// The planted bug, if any.
@@ -122,13 +138,16 @@ impl Config {
             replays: 1,
             rejections: 1,
             list_failures: 2,
+            quarantines: 0,
+            stalls: 0,
             lag: true,
             mutant: None,
         }
     }
 
-    /// A partition long enough to quarantine (every reconcile pass fails), then an operator.
-    /// Checked in `cargo test` beside [`Config::bounded`], with smaller budgets elsewhere.
+    /// A partition long enough to quarantine (every reconcile pass fails), an engine that sets an
+    /// ambiguous intent aside, and an operator. Checked in `cargo test` beside
+    /// [`Config::bounded`], with smaller budgets elsewhere.
     pub fn partition() -> Config {
         Config {
             crashes: 1,
@@ -136,11 +155,25 @@ impl Config {
             replays: 0,
             rejections: 0,
             list_failures: interlock_machine::RECONCILE_INCONCLUSIVE_MAX as u8,
+            quarantines: 1,
             ..Config::bounded()
         }
     }
 
-    /// Both at once: the bounded budgets and a quarantining partition (`check --config large`).
+    /// A lease holder that stalls (a GC pause, a stopped VM) while another process takes its
+    /// intent over: late replies, late reconcile passes, and a sender that must re-check its lease.
+    pub fn stall() -> Config {
+        Config {
+            crashes: 1,
+            ambiguous: 1,
+            replays: 0,
+            list_failures: 0,
+            stalls: 1,
+            ..Config::bounded()
+        }
+    }
+
+    /// The bounded budgets and a quarantining partition at once (`check --config large`).
     pub fn large() -> Config {
         Config {
             list_failures: interlock_machine::RECONCILE_INCONCLUSIVE_MAX as u8,
@@ -148,11 +181,16 @@ impl Config {
         }
     }
 
-    /// The bounded configuration with a planted bug.
+    /// The configuration in which `mutant` can show itself, with the bug planted.
     pub fn with_mutant(mutant: Mutant) -> Config {
+        let base = match mutant {
+            Mutant::OperatorIgnoresLag => Config::partition(),
+            Mutant::SendWithoutRecheck => Config::stall(),
+            _ => Config::bounded(),
+        };
         Config {
             mutant: Some(mutant),
-            ..Config::bounded()
+            ..base
         }
     }
 }
@@ -243,6 +281,8 @@ pub enum RailOutcome {
     AmbiguousNotApplied,
     /// Applies, but answers with a replay of another refund's response.
     ApplyThenReplay,
+    /// Applies, then answers 4xx (a duplicate receipt, a rail that checks after writing).
+    ApplyThenReject,
 }
 
 /// The whole world: ledger, processes, rail, agent and the fault budgets left.
@@ -272,6 +312,14 @@ pub struct World {
     pub rejections_left: u8,
     /// Failing list calls left.
     pub list_failures_left: u8,
+    /// Engine quarantines left.
+    pub quarantines_left: u8,
+    /// Stalls left.
+    pub stalls_left: u8,
+    /// Ghost: `step` refused a reply as not carrying our stamp.
+    pub foreign_refused: bool,
+    /// Ghost: `step` refused an outcome or conclusion for an earlier attempt.
+    pub stale_refused: bool,
 }
 
 /// The model's actions. Each is one atomic step of one participant.
@@ -305,6 +353,10 @@ pub enum Action {
     Recover(ProcId),
     /// An operator, reading the rail's dashboard, resolves a quarantined intent.
     Operator,
+    /// The engine sets an `UNKNOWN` intent aside for an operator.
+    Quarantine,
+    /// An idle process takes over an intent whose lease holder has stalled past its lease.
+    TakeOver(ProcId),
 }
 
 /// The model: a configuration.
@@ -320,29 +372,41 @@ impl Protocol {
     }
 
     /// `machine::step`, except for the edge a mutant adds.
-    fn step(&self, core: &IntentCore, event: &Event) -> Option<Step> {
+    fn step(&self, core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
         let blind_retry = self.mutant(Mutant::UnknownToAuthorized)
             && core.state == State::Unknown
             && *event == Event::RetryAuthorized;
-        if blind_retry {
+        let blind_reopen = self.mutant(Mutant::ReopenRejectedDirectly)
+            && core.state == State::FailedTerminal
+            && *event == Event::Reopened;
+        if blind_retry || blind_reopen {
             let mut next = core.clone();
             next.state = State::Authorized;
-            return Some(Step {
+            return Ok(Step {
                 next,
                 effect: interlock_machine::Effect::StartAttempt,
             });
         }
-        step(core, event).ok()
+        step(core, event)
     }
 
     /// Applies `event` to the ledger as one transaction with its audit record; `false` if refused.
     fn apply(&self, world: &mut World, event: Event) -> bool {
-        let Some(core) = world.ledger.clone() else {
-            return false;
-        };
-        let Some(next) = self.step(&core, &event) else {
-            return false;
-        };
+        self.try_apply(world, event).is_ok()
+    }
+
+    /// [`Protocol::apply`], keeping `step`'s refusal; a refusal for an earlier attempt is noted
+    /// in the ghost `stale_refused`, so the model shows that guard carrying load.
+    fn try_apply(&self, world: &mut World, event: Event) -> Result<(), Illegal> {
+        let core = world
+            .ledger
+            .clone()
+            .expect("only an inserted intent is stepped");
+        let next = self.step(&core, &event).inspect_err(|refusal| {
+            if matches!(refusal, Illegal::StaleAttempt { .. }) {
+                world.stale_refused = true;
+            }
+        })?;
         let seq = ledger_records(&world.history) + 1;
         world.history.push(Record::Transition {
             seq,
@@ -353,7 +417,7 @@ impl Protocol {
         });
         world.ledger = Some(next.next);
         world.lease = None;
-        true
+        Ok(())
     }
 
     /// [`Protocol::apply`] for a step that takes the lease (`ATTEMPT_STARTED`, `RECONCILE_STARTED`),
@@ -467,6 +531,10 @@ impl Model for Protocol {
             replays_left: c.replays,
             rejections_left: c.rejections,
             list_failures_left: c.list_failures,
+            quarantines_left: c.quarantines,
+            stalls_left: c.stalls,
+            foreign_refused: false,
+            stale_refused: false,
         }]
     }
 
@@ -540,6 +608,35 @@ impl Model for Protocol {
                 })
             }),
         ];
+        if self.config.replays > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a replayed reply refused as foreign",
+                |_, w| w.foreign_refused,
+            ));
+        }
+        if self.config.rejections > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a refusal whose money moved, found and recorded",
+                |_, w| {
+                    let refused = w.history.iter().any(|r| {
+                        matches!(
+                            r,
+                            Record::Transition {
+                                event: Event::RailRejected { .. },
+                                ..
+                            }
+                        )
+                    });
+                    refused && state_of(w) == Some(State::Applied)
+                },
+            ));
+        }
+        if self.config.stalls > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a late outcome refused as stale",
+                |_, w| w.stale_refused,
+            ));
+        }
         // Examples only a configuration with the budget for them can reach.
         if self.config.list_failures as u32 >= interlock_machine::RECONCILE_INCONCLUSIVE_MAX {
             properties.push(Property::<Self>::sometimes("quarantined", |_, w| {
@@ -618,10 +715,18 @@ impl Protocol {
                     if world.proposals_left > 0 {
                         actions.push(Action::Propose(p));
                     }
-                    if state_of(world) == Some(State::Unknown)
-                        && !self.mutant(Mutant::ForgetUnknown)
-                    {
+                    // The background reconciler verifies ambiguous outcomes and refusals alike.
+                    let state = state_of(world);
+                    let unknown =
+                        state == Some(State::Unknown) && !self.mutant(Mutant::ForgetUnknown);
+                    let refused = state == Some(State::FailedTerminal)
+                        && !self.mutant(Mutant::RejectionIsFinal);
+                    if unknown || refused {
                         actions.push(Action::Background(p));
+                    }
+                    let stalled_holder = world.lease.is_some_and(|holder| holder != p);
+                    if world.stalls_left > 0 && stalled_holder && self.lease_is_live(world) {
+                        actions.push(Action::TakeOver(p));
                     }
                 }
                 Proc::Serving { .. } => actions.push(Action::Drive(p)),
@@ -653,6 +758,7 @@ impl Protocol {
             actions.push(Action::Rail(i, RailOutcome::Apply));
             if world.rejections_left > 0 {
                 actions.push(Action::Rail(i, RailOutcome::Reject));
+                actions.push(Action::Rail(i, RailOutcome::ApplyThenReject));
             }
             if world.ambiguous_left > 0 {
                 actions.push(Action::Rail(i, RailOutcome::ApplyThenAmbiguous));
@@ -663,8 +769,12 @@ impl Protocol {
             }
         }
         let quarantined = state_of(world) == Some(State::Quarantined);
-        if quarantined && world.wire.is_empty() && world.ours().len() <= 1 {
+        let settled_rail = world.wire.is_empty() || self.mutant(Mutant::OperatorIgnoresLag);
+        if quarantined && settled_rail && world.ours().len() <= 1 {
             actions.push(Action::Operator);
+        }
+        if world.quarantines_left > 0 && state_of(world) == Some(State::Unknown) {
+            actions.push(Action::Quarantine);
         }
     }
 
@@ -720,6 +830,17 @@ impl Protocol {
                 next.procs[p] = Proc::Idle;
             }
             Action::Operator => self.operator(&mut next),
+            Action::Quarantine => {
+                next.quarantines_left -= 1;
+                let set_aside = self.apply(&mut next, Event::Quarantine);
+                assert!(set_aside, "enabled only on an UNKNOWN intent");
+            }
+            Action::TakeOver(p) => {
+                next.stalls_left -= 1;
+                let taken = self.apply(&mut next, Event::LeaseExpired);
+                assert!(taken, "enabled only on a leased intent");
+                next.procs[p] = Proc::Idle;
+            }
         }
         Some(next)
     }
@@ -750,7 +871,11 @@ impl Protocol {
     /// An operator, reading the rail's dashboard (ground truth), resolves a quarantine.
     fn operator(&self, world: &mut World) {
         let event = match world.ours().as_slice() {
-            [] => Event::OperatorConfirmedNotApplied,
+            // By A1, the delay has passed once nothing of ours is on the wire; the operator's tool
+            // reports whether it has (`OperatorIgnoresLag` claims it always has).
+            [] => Event::OperatorConfirmedNotApplied {
+                lag_elapsed: world.wire.is_empty() || self.mutant(Mutant::OperatorIgnoresLag),
+            },
             [id] => Event::OperatorConfirmedApplied {
                 entity: EntityRef {
                     id: entity_name(*id),
@@ -843,6 +968,17 @@ impl Protocol {
             };
             return;
         }
+        // The engine's duty under A2 (ADR 0003): in the same step as the send, check that this
+        // process still holds the lease on this very attempt; a stalled sender drops its call.
+        let still_ours = world.lease == Some(p)
+            && world
+                .ledger
+                .as_ref()
+                .is_some_and(|c| c.state == State::InFlight && c.attempt_seq == attempt_seq);
+        if !still_ours && !self.mutant(Mutant::SendWithoutRecheck) {
+            world.procs[p] = Proc::Idle;
+            return;
+        }
         self.send(world, p, attempt_seq);
         world.procs[p] = Proc::Calling { attempt_seq };
     }
@@ -851,11 +987,14 @@ impl Protocol {
         let call = world.wire.remove(i);
         let applies = matches!(
             outcome,
-            RailOutcome::Apply | RailOutcome::ApplyThenAmbiguous | RailOutcome::ApplyThenReplay
+            RailOutcome::Apply
+                | RailOutcome::ApplyThenAmbiguous
+                | RailOutcome::ApplyThenReplay
+                | RailOutcome::ApplyThenReject
         );
         match outcome {
             RailOutcome::Apply => {}
-            RailOutcome::Reject => world.rejections_left -= 1,
+            RailOutcome::Reject | RailOutcome::ApplyThenReject => world.rejections_left -= 1,
             RailOutcome::ApplyThenAmbiguous | RailOutcome::AmbiguousNotApplied => {
                 world.ambiguous_left -= 1
             }
@@ -871,7 +1010,7 @@ impl Protocol {
         }
         let reply = match outcome {
             RailOutcome::Apply => Reply::Entity(world.entities.len() - 1),
-            RailOutcome::Reject => Reply::Rejected,
+            RailOutcome::Reject | RailOutcome::ApplyThenReject => Reply::Rejected,
             RailOutcome::ApplyThenAmbiguous | RailOutcome::AmbiguousNotApplied => Reply::Ambiguous,
             RailOutcome::ApplyThenReplay => Reply::Entity(0),
         };
@@ -893,22 +1032,34 @@ impl Protocol {
             unreachable!("enabled only with a reply")
         };
         let event = match reply {
-            Reply::Entity(id)
-                if world.entities[id].stamp == our_sik() || self.mutant(Mutant::AcceptReplay) =>
-            {
+            Reply::Entity(id) => {
+                // The engine reports the stamp the reply carries; `AcceptReplay` trusts it as ours.
+                let carried = world.entities[id].stamp.clone();
+                let stamp = if self.mutant(Mutant::AcceptReplay) {
+                    our_sik()
+                } else {
+                    carried
+                };
+                let entity = EntityRef {
+                    id: entity_name(id),
+                    stamp: Some(stamp),
+                };
                 Event::RailApplied {
                     attempt_seq,
-                    entity: EntityRef {
-                        id: entity_name(id),
-                        stamp: Some(our_sik()),
-                    },
+                    entity,
                 }
             }
-            // A reply without our stamp is not ours: ambiguous, for the reconciler to settle.
-            Reply::Entity(_) | Reply::Ambiguous => Event::RailAmbiguous { attempt_seq },
+            Reply::Ambiguous => Event::RailAmbiguous { attempt_seq },
             Reply::Rejected => Event::RailRejected { attempt_seq },
         };
-        let committed = self.apply(world, event);
+        let committed = match self.try_apply(world, event) {
+            // A reply without our stamp is not ours: ambiguous, for the reconciler to settle.
+            Err(Illegal::ForeignStamp { .. }) => {
+                world.foreign_refused = true;
+                self.apply(world, Event::RailAmbiguous { attempt_seq })
+            }
+            outcome => outcome.is_ok(),
+        };
         let unknown = state_of(world) == Some(State::Unknown);
         world.procs[p] = if committed && unknown {
             Proc::Serving { fresh: false }

@@ -11,7 +11,7 @@ const SILENT_LOSS: &str =
 const PHANTOM: &str = "no phantom success";
 
 /// Each mutant and the claims it must break: the claims whose absence would let it through.
-const EXPECTED: [(Mutant, &[&str]); 7] = [
+const EXPECTED: [(Mutant, &[&str]); 11] = [
     (
         Mutant::UnknownToAuthorized,
         &["I3 no blind retries", "the core sentence", NEVER_TWO],
@@ -28,9 +28,19 @@ const EXPECTED: [(Mutant, &[&str]); 7] = [
         Mutant::ForgetUnknown,
         &["never unknown: once all is quiet, the money's fate is known"],
     ),
+    (Mutant::OperatorIgnoresLag, &[NEVER_TWO, SILENT_LOSS]),
+    (
+        Mutant::SendWithoutRecheck,
+        &["I2 no rail call without a durable IN_FLIGHT", NEVER_TWO],
+    ),
+    (Mutant::RejectionIsFinal, &[SILENT_LOSS]),
+    (
+        Mutant::ReopenRejectedDirectly,
+        &["the core sentence", NEVER_TWO],
+    ),
 ];
 
-/// Searches the bounded configuration with `mutant` (breadth first, one thread, so the path is a
+/// Searches the mutant's configuration (`Config::with_mutant`) (breadth first, one thread, so the path is a
 /// shortest one) until `property` has a counterexample; returns its length in actions.
 fn counterexample(mutant: Mutant, property: &'static str) -> Option<usize> {
     let model = Protocol {
