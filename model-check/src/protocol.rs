@@ -1,11 +1,13 @@
 //! # The exactly-once protocol, as a stateright model
 //!
 //! One refund, proposed by an agent that retries with a fresh request id (a retry storm), handled
-//! by two proxy processes that share one SQLite ledger, sent to a rail that may apply, refuse, time
-//! out after or before applying, replay another refund's response, hide young entities from its
-//! lists (read lag) and return the list a page at a time. Processes crash at any point (the
-//! volatile part of their state is lost, the ledger is kept) and run boot recovery on restart, which
-//! may itself be killed.
+//! by two proxy processes that share one SQLite ledger, sent to a rail that may apply, refuse
+//! (before or after applying), time out after or before applying, replay another refund's
+//! response, hide young entities from its lists (read lag), fail its lists (a partition) and return
+//! them a page at a time. Processes crash at any point (the volatile part of their state is lost,
+//! the ledger is kept) and run boot recovery on restart, which may itself be killed; a live lease
+//! holder may stall while another process takes over; the engine may set an intent aside and an
+//! operator resolves it.
 //!
 //! Every change of the ledger's state goes through `interlock_machine::step`: the model holds no
 //! copy of the rules, only the *world around them* (processes, network, rail, agent, operator).
@@ -19,11 +21,13 @@
 //! - the rail: its journal (`entities`, ground truth) and the calls on the wire (`wire`);
 //! - ghost: `RailCall` entries of `history`, observations for the invariants, read by nobody.
 //!
-//! ## The one timing assumption
-//! A reconcile pass starts reading only after `RECONCILE_MIN_DELAY_MS`. The model encodes what the
-//! delay is *for*: [`Action::WaitLag`] is enabled only once no call of ours is still on the wire,
-//! and it makes every entity visible in lists. A rail slower than that delay breaks the assumption,
-//! and the proof with it; the `IgnoreLag` mutant shows what the assumption buys.
+//! ## The timing assumptions (ADR 0003)
+//! A1: a reconcile pass starts reading only after `RECONCILE_MIN_DELAY_MS`. The model encodes what
+//! the delay is *for*: [`Action::WaitLag`] is enabled only once no call of ours is still on the
+//! wire, and it makes every entity visible in lists. A rail slower than that delay breaks the
+//! assumption, and the proof with it; the `IgnoreLag` mutant shows what the assumption buys.
+//! A2: no stall between a sender's lease re-check and its call leaving (they are one action here).
+//! A3: an operator's "not applied" counts only with `lag_elapsed`, which by A1 means an empty wire.
 
 use interlock_machine::invariants::{self, RailEntity, Record};
 use interlock_machine::{
@@ -596,6 +600,8 @@ impl Model for Protocol {
             Property::<Self>::sometimes("retried after proven absence", |_, w| {
                 w.ledger.as_ref().is_some_and(|c| c.attempt_seq >= 2)
             }),
+            // Someone else's refund is listed first and pages hold one entity, so a pass that finds
+            // ours has read past page one.
             Property::<Self>::sometimes("applied, found on a later page", |_, w| {
                 w.history.iter().any(|r| {
                     matches!(
