@@ -123,8 +123,6 @@ pub struct Config {
     pub quarantines: u8,
     /// Times a live lease holder stalls past its lease and another process takes the intent over.
     pub stalls: u8,
-    /// Entities stay out of lists until the lag has passed.
-    pub lag: bool,
     /// The planted bug, if any.
     pub mutant: Option<Mutant>,
 }
@@ -144,7 +142,6 @@ impl Config {
             list_failures: 2,
             quarantines: 0,
             stalls: 0,
-            lag: true,
             mutant: None,
         }
     }
@@ -1010,7 +1007,8 @@ impl Protocol {
             let entity = Entity {
                 stamp: our_sik(),
                 amount_minor: REFUND_MINOR,
-                visible: !self.config.lag,
+                // Read lag: a new entity is listed only once the reconcile delay has passed.
+                visible: false,
             };
             world.entities.push(entity);
         }
