@@ -79,3 +79,47 @@ mod tests {
         assert!(!is_sha256_hex(&"g".repeat(SHA256_HEX_LENGTH)));
     }
 }
+
+/// SHA-256 (lowercase hex) of one MCP tool definition as G6 and `interlock pin` see it: the
+/// canonical JSON of `{name, description, inputSchema, annotations}`, absent fields as `null`.
+/// A definition with no canonical form (a float in its schema) has no hash, so it can never
+/// match a pin.
+pub fn tool_definition_sha256(
+    name: &str,
+    description: Option<&str>,
+    input_schema: &serde_json::Value,
+    annotations: Option<&serde_json::Value>,
+) -> Result<String, crate::canonical::CanonicalError> {
+    let definition = serde_json::json!({
+        "name": name,
+        "description": description,
+        "inputSchema": input_schema,
+        "annotations": annotations,
+    });
+    Ok(sha256_hex(
+        crate::canonical::canonical_json(&definition)?.as_bytes(),
+    ))
+}
+
+#[cfg(test)]
+mod tool_definition_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_does_not_change_the_hash_but_a_word_does() {
+        let schema_a = json!({"type": "object", "properties": {"amount": {"type": "integer"}}});
+        let schema_b: serde_json::Value =
+            serde_json::from_str(r#"{"properties":{"amount":{"type":"integer"}},"type":"object"}"#)
+                .unwrap();
+        let a = tool_definition_sha256("create_refund", Some("Refund"), &schema_a, None).unwrap();
+        let b = tool_definition_sha256("create_refund", Some("Refund"), &schema_b, None).unwrap();
+        assert_eq!(a, b);
+        let drifted =
+            tool_definition_sha256("create_refund", Some("Refund!"), &schema_a, None).unwrap();
+        assert_ne!(a, drifted);
+        assert!(is_sha256_hex(&a));
+        let float = json!({"minimum": 1.5});
+        assert!(tool_definition_sha256("x", None, &float, None).is_err());
+    }
+}

@@ -25,10 +25,12 @@
 //! Every refusal is a typed error that names the offending value or path.
 #![deny(missing_docs)]
 
+pub mod action;
 pub mod canonical;
 pub mod hash;
 pub mod ids;
 pub mod mandate;
 pub mod money;
+pub mod reason;
 pub mod sik;
 mod strict;

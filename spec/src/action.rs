@@ -1,0 +1,292 @@
+//! [`ProposedAction`]: a money-moving tool call as the agent sent it, parsed strictly, before
+//! anything about it has been checked against the rail.
+//!
+//! The parser refuses rather than guesses: a float, a string or a missing amount, an unknown
+//! shape of payment id, an argument that tries to write one of our stamps. Nothing here is
+//! trusted yet: the payment id is only a *hint* that G2 resolves on the rail, and the SIK's
+//! subject is the id the rail answers with, never this text.
+
+use crate::ids::{AgentId, MerchantId, ToolName};
+use crate::money::{AmountError, Minor};
+use crate::sik::{DistinctReason, SikError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The argument an agent uses to say two otherwise identical actions are meant to be distinct.
+pub const DISTINCT_REASON_ARG: &str = "interlock_distinct_reason";
+/// The notes key Interlock stamps with the SIK on every outbound money call.
+pub const STAMP_NOTE_KEY: &str = "interlock_sik";
+/// The prefix of the receipt Interlock stamps on refunds: `"ilk_" + sik` (36 ≤ Razorpay's 40).
+pub const RECEIPT_PREFIX: &str = "ilk_";
+/// Largest argument object we parse, in bytes of its JSON text: a tool call is a few hundred.
+pub const TOOL_ARGS_BYTES_MAX: usize = 16 * 1024;
+/// Longest payment id we accept (`pay_` + Razorpay's 14 characters, with room to spare).
+pub const PAYMENT_ID_LENGTH_MAX: usize = 40;
+// The refusal message spells the bound out.
+const _: () = assert!(PAYMENT_ID_LENGTH_MAX - "pay_".len() == 36);
+
+/// What kind of money movement an action is; a rail profile maps tool names to kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ActionKind {
+    /// Money back to a customer; the subject is a payment.
+    Refund,
+    /// Money out of the merchant balance to the merchant's bank; the subject is the balance.
+    Settlement,
+}
+
+impl ActionKind {
+    /// The kind's name as stored in the ledger.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Refund => "REFUND",
+            ActionKind::Settlement => "SETTLEMENT",
+        }
+    }
+}
+
+/// A money-moving tool call, parsed but not yet judged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProposedAction {
+    /// The agent making the call (from the proxy's configuration, not from the arguments).
+    pub agent_id: AgentId,
+    /// The rail account the call acts on (from the proxy's configuration).
+    pub merchant_id: MerchantId,
+    /// The upstream tool.
+    pub tool: ToolName,
+    /// What the tool does with money.
+    pub kind: ActionKind,
+    /// For a refund, the payment id as the agent wrote it. Resolved on the rail before use.
+    pub payment_hint: Option<String>,
+    /// The amount in the referent's minor unit (the currency comes from the rail).
+    pub amount: Minor,
+    /// `interlock_distinct_reason`, if given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<String>,
+    /// Every other argument, forwarded as given (`speed`, `notes`, `description`, …).
+    pub passthrough: Map<String, Value>,
+}
+
+impl ProposedAction {
+    /// The parsed distinct reason.
+    pub fn distinct_reason(&self) -> Option<DistinctReason> {
+        // Parsing already checked it, so this cannot fail on a value `parse` built.
+        self.distinct
+            .as_deref()
+            .map(|text| DistinctReason::parse(text).expect("checked at parse"))
+    }
+}
+
+/// Why a tool call's arguments were refused before any gate ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    /// The arguments are not a JSON object.
+    #[error("the arguments must be a JSON object")]
+    NotAnObject,
+    /// The arguments are larger than [`TOOL_ARGS_BYTES_MAX`].
+    #[error("the arguments are {0} bytes; at most {TOOL_ARGS_BYTES_MAX} are accepted")]
+    TooLarge(usize),
+    /// A required argument is absent.
+    #[error("{0} is required")]
+    Missing(&'static str),
+    /// The amount is not a positive integer in minor units.
+    #[error("amount: {0}")]
+    Amount(AmountError),
+    /// The payment id is not `pay_` followed by letters and digits.
+    #[error("payment_id must be \"pay_\" followed by 1 to 36 letters or digits, got {0:?}")]
+    PaymentId(String),
+    /// `interlock_distinct_reason` is not a usable reason.
+    #[error("{DISTINCT_REASON_ARG}: {0}")]
+    DistinctReason(String),
+    /// The agent tried to write a field Interlock stamps.
+    #[error("{0} is written by Interlock and must not be supplied")]
+    Reserved(&'static str),
+    /// `settle_full_balance: true` names no amount, so nothing could bound it.
+    #[error("settle_full_balance must be false: give the amount to settle explicitly")]
+    FullBalance,
+}
+
+/// Parses the arguments of a money tool of `kind`.
+pub fn parse(
+    kind: ActionKind,
+    agent_id: AgentId,
+    merchant_id: MerchantId,
+    tool: ToolName,
+    args: &Value,
+) -> Result<ProposedAction, ActionError> {
+    let Value::Object(object) = args else {
+        return Err(ActionError::NotAnObject);
+    };
+    let size = serde_json::to_string(args).map_or(usize::MAX, |text| text.len());
+    if size > TOOL_ARGS_BYTES_MAX {
+        return Err(ActionError::TooLarge(size));
+    }
+    let mut passthrough = object.clone();
+    let amount = passthrough
+        .remove("amount")
+        .ok_or(ActionError::Missing("amount"))?;
+    let amount = Minor::positive_from_json(&amount).map_err(ActionError::Amount)?;
+    let distinct = match passthrough.remove(DISTINCT_REASON_ARG) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(distinct_reason(&text)?),
+        Some(_) => return Err(ActionError::DistinctReason("must be a string".to_owned())),
+    };
+    if passthrough.contains_key("receipt") {
+        return Err(ActionError::Reserved("receipt"));
+    }
+    if let Some(Value::Object(notes)) = passthrough.get("notes")
+        && notes.contains_key(STAMP_NOTE_KEY)
+    {
+        return Err(ActionError::Reserved("notes.interlock_sik"));
+    }
+    let payment_hint = match kind {
+        ActionKind::Refund => {
+            let id = passthrough
+                .remove("payment_id")
+                .ok_or(ActionError::Missing("payment_id"))?;
+            Some(payment_id(&id)?)
+        }
+        ActionKind::Settlement => {
+            match passthrough.get("settle_full_balance") {
+                None | Some(Value::Bool(false)) => {}
+                Some(_) => return Err(ActionError::FullBalance),
+            }
+            None
+        }
+    };
+    Ok(ProposedAction {
+        agent_id,
+        merchant_id,
+        tool,
+        kind,
+        payment_hint,
+        amount,
+        distinct,
+        passthrough,
+    })
+}
+
+fn distinct_reason(text: &str) -> Result<String, ActionError> {
+    DistinctReason::parse(text)
+        .map(|reason| reason.as_str().to_owned())
+        .map_err(|error: SikError| ActionError::DistinctReason(error.to_string()))
+}
+
+fn payment_id(value: &Value) -> Result<String, ActionError> {
+    let text = match value {
+        Value::String(text) => text.as_str(),
+        other => return Err(ActionError::PaymentId(other.to_string())),
+    };
+    let well_formed = text.len() <= PAYMENT_ID_LENGTH_MAX
+        && text.strip_prefix("pay_").is_some_and(|rest| {
+            !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+        });
+    if well_formed {
+        Ok(text.to_owned())
+    } else {
+        Err(ActionError::PaymentId(text.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refund(args: Value) -> Result<ProposedAction, ActionError> {
+        parse(
+            ActionKind::Refund,
+            AgentId::parse("agent_a").unwrap(),
+            MerchantId::parse("acc_1").unwrap(),
+            ToolName::parse("create_refund").unwrap(),
+            &args,
+        )
+    }
+
+    #[test]
+    fn a_refund_parses_and_keeps_other_arguments() {
+        let action = refund(
+            json!({"payment_id": "pay_1002", "amount": 1000, "speed": "normal",
+            "interlock_distinct_reason": " late delivery "}),
+        )
+        .unwrap();
+        assert_eq!(action.payment_hint.as_deref(), Some("pay_1002"));
+        assert_eq!(action.amount.get(), 1000);
+        assert_eq!(action.distinct.as_deref(), Some("late delivery"));
+        assert_eq!(
+            action.passthrough,
+            json!({"speed": "normal"}).as_object().unwrap().clone()
+        );
+    }
+
+    #[test]
+    fn hostile_arguments_are_refused_with_the_field_named() {
+        let cases = [
+            (json!([1]), "the arguments must be a JSON object"),
+            (json!({"payment_id": "pay_1"}), "amount is required"),
+            (
+                json!({"payment_id": "pay_1", "amount": 18.99}),
+                "amount: amount must be an integer in minor units, got float 18.99",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": 100.0}),
+                "amount: amount must be an integer in minor units, got float 100.0",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": "100"}),
+                "amount: amount must be a JSON integer in minor units, not a string, got \"100\"",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": 0}),
+                "amount: amount must be positive, got 0",
+            ),
+            (json!({"amount": 100}), "payment_id is required"),
+            (
+                json!({"payment_id": "pay_1 OR 1=1", "amount": 100}),
+                "payment_id must be \"pay_\" followed by 1 to 36 letters or digits, got \"pay_1 OR 1=1\"",
+            ),
+            (
+                json!({"payment_id": "pay_１", "amount": 100}),
+                "payment_id must be \"pay_\" followed by 1 to 36 letters or digits, got \"pay_１\"",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": 100, "receipt": "r"}),
+                "receipt is written by Interlock and must not be supplied",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": 100, "notes": {"interlock_sik": "x"}}),
+                "notes.interlock_sik is written by Interlock and must not be supplied",
+            ),
+            (
+                json!({"payment_id": "pay_1", "amount": 100, "interlock_distinct_reason": "  "}),
+                "interlock_distinct_reason: interlock_distinct_reason must say why this action differs; it was blank",
+            ),
+        ];
+        for (args, expected) in cases {
+            let error = refund(args.clone()).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{args}: {error}");
+        }
+        let huge =
+            json!({"payment_id": "pay_1", "amount": 100, "notes": {"k": "x".repeat(20_000)}});
+        assert!(matches!(refund(huge), Err(ActionError::TooLarge(_))));
+    }
+
+    #[test]
+    fn a_full_balance_settlement_is_refused() {
+        let settle = |args: Value| {
+            parse(
+                ActionKind::Settlement,
+                AgentId::parse("agent_a").unwrap(),
+                MerchantId::parse("acc_1").unwrap(),
+                ToolName::parse("create_instant_settlement").unwrap(),
+                &args,
+            )
+        };
+        assert_eq!(
+            settle(json!({"amount": 500, "settle_full_balance": true})),
+            Err(ActionError::FullBalance)
+        );
+        let ok = settle(json!({"amount": 500, "settle_full_balance": false})).unwrap();
+        assert_eq!(ok.payment_hint, None);
+    }
+}
