@@ -48,6 +48,8 @@ pub struct Minor(u64);
 impl Minor {
     /// No money; a mandate uses it for tools that move none (`fetch_payment`).
     pub const ZERO: Minor = Minor(0);
+    /// The largest amount, [`MINOR_MAX`]: what a sum too large to count saturates to.
+    pub const MAX: Minor = Minor(MINOR_MAX);
 
     /// An amount in `0..=MINOR_MAX`.
     pub fn new(amount: u64) -> Result<Minor, AmountError> {

@@ -1,0 +1,189 @@
+//! The hash-chained audit log.
+//!
+//! `hash = sha256(prev_hash + "\n" + canonical_json({seq, ts, kind, payload}))`, starting from
+//! [`genesis`], with `seq` gapless from 1 and the head (last seq and hash) kept in `audit_head`
+//! in the same transaction. [`verify`] walks the log and names the first seq that does not hold:
+//! an edited byte, a deleted row, two swapped rows and a truncated tail are each found there.
+
+use interlock_machine::Record;
+use interlock_spec::canonical::canonical_json;
+use interlock_spec::hash::sha256_hex;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+/// The text whose SHA-256 is the chain's first `prev_hash`.
+pub const GENESIS_TEXT: &str = "interlock-genesis-v1";
+
+/// The chain's first `prev_hash`.
+pub fn genesis() -> String {
+    sha256_hex(GENESIS_TEXT.as_bytes())
+}
+
+/// The hash of one record given the one before it.
+pub fn record_hash(prev_hash: &str, seq: u64, ts: u64, kind: &str, payload: &Value) -> String {
+    let body = json!({"seq": seq, "ts": ts, "kind": kind, "payload": payload});
+    // Every payload the engine writes is integers and strings, so it always has a canonical
+    // form; a payload without one is a bug in the engine, not bad input.
+    let canonical = canonical_json(&body).expect("audit payloads are canonicalizable");
+    sha256_hex(format!("{prev_hash}\n{canonical}").as_bytes())
+}
+
+/// Where the chain broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    /// The first seq that does not verify.
+    pub seq: u64,
+    /// What is wrong there.
+    pub problem: String,
+}
+
+/// A verified chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainReport {
+    /// How many records it holds.
+    pub records: u64,
+    /// The last record's hash (the genesis hash for an empty log).
+    pub head: String,
+}
+
+/// Why verification stopped.
+#[derive(Debug)]
+pub enum VerifyFailure {
+    /// The chain is broken.
+    Broken(ChainBreak),
+    /// SQLite failed.
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for VerifyFailure {
+    fn from(error: rusqlite::Error) -> VerifyFailure {
+        VerifyFailure::Sqlite(error)
+    }
+}
+
+pub(crate) fn next_seq(conn: &Connection) -> rusqlite::Result<u64> {
+    let head: Option<u64> = conn
+        .query_row("SELECT seq FROM audit_head WHERE id = 1", [], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    Ok(head.unwrap_or(0) + 1)
+}
+
+pub(crate) fn append(
+    conn: &Connection,
+    seq: u64,
+    ts: u64,
+    kind: &str,
+    payload: &Value,
+) -> rusqlite::Result<()> {
+    let prev: Option<String> = conn
+        .query_row("SELECT hash FROM audit_head WHERE id = 1", [], |row| {
+            row.get(0)
+        })
+        .optional()?;
+    let prev = prev.unwrap_or_else(genesis);
+    let hash = record_hash(&prev, seq, ts, kind, payload);
+    conn.execute(
+        "INSERT INTO audit_log (seq, ts, kind, payload_json, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![seq, ts, kind, payload.to_string(), prev, hash],
+    )?;
+    conn.execute(
+        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        params![seq, hash],
+    )?;
+    Ok(())
+}
+
+/// Walks the log from seq 1. Bounded by the log itself: one pass, one row at a time.
+pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
+    let broken =
+        |seq: u64, problem: String| Err(VerifyFailure::Broken(ChainBreak { seq, problem }));
+    let mut statement = conn.prepare(
+        "SELECT seq, ts, kind, payload_json, prev_hash, hash FROM audit_log ORDER BY seq",
+    )?;
+    let mut rows = statement.query([])?;
+    let mut expected_seq = 1u64;
+    let mut prev = genesis();
+    while let Some(row) = rows.next()? {
+        let seq: u64 = row.get(0)?;
+        let ts: u64 = row.get(1)?;
+        let kind: String = row.get(2)?;
+        let payload: String = row.get(3)?;
+        let prev_hash: String = row.get(4)?;
+        let hash: String = row.get(5)?;
+        if seq != expected_seq {
+            return broken(
+                expected_seq,
+                format!("missing; the next record is seq {seq}"),
+            );
+        }
+        if prev_hash != prev {
+            return broken(
+                seq,
+                "prev_hash does not match the record before it".to_owned(),
+            );
+        }
+        let Ok(payload) = serde_json::from_str::<Value>(&payload) else {
+            return broken(seq, "payload is not JSON".to_owned());
+        };
+        if canonical_json(&payload).is_err() {
+            return broken(seq, "payload has no canonical form".to_owned());
+        }
+        if record_hash(&prev, seq, ts, &kind, &payload) != hash {
+            return broken(seq, "hash does not match the record's contents".to_owned());
+        }
+        prev = hash;
+        expected_seq += 1;
+    }
+    let records = expected_seq - 1;
+    let head: Option<(u64, String)> = conn
+        .query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    match head {
+        None if records == 0 => {}
+        None => return broken(records, "the chain has no head record".to_owned()),
+        Some((seq, _)) if seq > records => {
+            return broken(
+                records + 1,
+                format!("missing: the log ends at seq {records} but its head is seq {seq}"),
+            );
+        }
+        Some((seq, hash)) if seq != records || hash != prev => {
+            return broken(seq, "the head does not match the last record".to_owned());
+        }
+        Some(_) => {}
+    }
+    // Every row names the audit record of its latest change; none may point past the end.
+    let newest: Option<u64> =
+        conn.query_row("SELECT max(audit_seq) FROM intents", [], |row| row.get(0))?;
+    if let Some(newest) = newest
+        && newest > records
+    {
+        return broken(
+            records + 1,
+            format!("missing: an intent was changed by seq {newest}, past the log's end"),
+        );
+    }
+    Ok(ChainReport {
+        records,
+        head: prev,
+    })
+}
+
+/// The state records of the log, as the machine's invariant predicates read them.
+pub fn records(conn: &Connection) -> rusqlite::Result<Vec<Record>> {
+    let mut statement = conn.prepare("SELECT payload_json FROM audit_log ORDER BY seq")?;
+    let payloads = statement
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(payloads
+        .iter()
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .filter_map(|payload| serde_json::from_value(payload["record"].clone()).ok())
+        .collect())
+}

@@ -1,0 +1,776 @@
+//! The write-ahead ledger: one SQLite file, opened only in a configuration that keeps its
+//! promises (WAL, `synchronous=FULL`, foreign keys, STRICT tables), migrated forward only.
+//!
+//! **One way to change state.** [`Ledger::apply`] (and, inside a transaction the engine already
+//! holds, [`apply_locked`]) reads the intent's core, asks [`interlock_machine::step`] for the
+//! next one, and writes the row, the attempt row where the event concerns one, and exactly one
+//! audit record, in one `IMMEDIATE` transaction. Nothing else in this crate writes `state`.
+
+use crate::audit;
+use interlock_machine::{Effect, EntityRef, Event, EventKind, Illegal, IntentCore, State, step};
+use interlock_spec::ids::{MerchantId, Sik};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Migrations, in order; `user_version` is how many have run. Forward only: a ledger written by
+/// a newer Interlock is refused, never rewritten.
+const MIGRATIONS: &[&str] = &[include_str!("../schema/0001_ledger.sql")];
+/// How long a connection waits for another process's write lock before giving up.
+pub const BUSY_TIMEOUT_MS: u64 = 5_000;
+/// How many times a transition is retried after another process moved the intent first (or
+/// the database stayed busy past [`BUSY_TIMEOUT_MS`]).
+pub const APPLY_RETRIES_MAX: u32 = 8;
+
+/// The key of an intent: the primary key of `intents`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IntentKey {
+    /// The rail account.
+    pub merchant_id: MerchantId,
+    /// The semantic idempotency key.
+    pub sik: Sik,
+}
+
+/// Why the ledger refused to open or to write.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// SQLite said no.
+    #[error("ledger {path}: {source}")]
+    Sqlite {
+        /// The ledger file.
+        path: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A pragma did not read back as set, or the database is not a durable file.
+    #[error("ledger {path}: {problem}")]
+    Unsafe {
+        /// The ledger file.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The audit chain is broken.
+    #[error("ledger {path}: audit chain broken at seq {}: {}", broken.seq, broken.problem)]
+    ChainBroken {
+        /// The ledger file.
+        path: String,
+        /// Where and how.
+        broken: audit::ChainBreak,
+    },
+    /// A row holds something the schema's CHECKs should have refused (the file was edited).
+    #[error("ledger row for {key} is corrupt: {problem}")]
+    Corrupt {
+        /// The intent.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Why a transition was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The machine refused the event in the intent's current state.
+    #[error("{0}")]
+    Illegal(Illegal),
+    /// The intent does not exist.
+    #[error("no intent {0}")]
+    NoSuchIntent(String),
+    /// A lease rule refused the write (held by another, or not yet expired).
+    #[error("{0}")]
+    Lease(String),
+    /// Another writer kept moving the intent; gave up after [`APPLY_RETRIES_MAX`] tries.
+    #[error("intent {0} kept changing under us; gave up after {APPLY_RETRIES_MAX} tries")]
+    Contended(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// What changes beside the core when an event is applied.
+#[derive(Debug, Clone, Default)]
+pub struct Change {
+    /// What to do with the lease.
+    pub lease: LeaseChange,
+    /// Fee and tax the rail charged (outcome events).
+    pub fee_minor: u64,
+    /// Tax on the fee.
+    pub tax_minor: u64,
+    /// The rail's words or the pass's summary, kept with the attempt and the audit record.
+    pub detail: Option<String>,
+    /// A reason to record on the row (gate and operator events).
+    pub reason: Option<(String, String)>,
+    /// The reconcile pass that concluded with this event.
+    pub finding: Option<Finding>,
+    /// More context for the audit record.
+    pub context: Option<Value>,
+}
+
+/// The lease side of a transition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// Claim it for `owner` until `expires_at`. Refused while another owner's lease is live.
+    Claim {
+        /// The claimant.
+        owner: String,
+        /// When the claim lapses.
+        expires_at: u64,
+    },
+    /// The holder's lease has expired; take the intent back (LEASE_EXPIRED). Refused before.
+    Expire,
+    /// Drop the lease, if any, because the work it guarded is done.
+    #[default]
+    Release,
+}
+
+/// A reconcile pass's record.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// The attempt the pass was about.
+    pub attempt_seq: u32,
+    /// `APPLIED`, `CONFIRMED_NOT_APPLIED`, `INCONCLUSIVE` or `QUARANTINED`.
+    pub outcome: &'static str,
+    /// Pages read.
+    pub pages_scanned: u32,
+    /// Whether the last page was read.
+    pub pagination_exhausted: bool,
+    /// Whether the pass began after the rail's lag had passed.
+    pub lag_elapsed: bool,
+    /// The stamped entity found.
+    pub matched_entity_id: Option<String>,
+    /// What the pass saw.
+    pub detail: Value,
+}
+
+/// A committed transition.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The core before.
+    pub from: IntentCore,
+    /// The core after.
+    pub to: IntentCore,
+    /// What the engine must do now that it is durable.
+    pub effect: Effect,
+    /// The audit record written.
+    pub seq: u64,
+}
+
+/// The ledger file and its one connection.
+#[derive(Debug)]
+pub struct Ledger {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Ledger {
+    /// Opens (creating if absent) the ledger at `path`, checks every pragma, migrates, and
+    /// verifies the audit chain. Refuses an in-memory database: it would lose every promise at
+    /// the first crash.
+    pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        let shown = path.display().to_string();
+        if shown.is_empty() || shown == ":memory:" || shown.starts_with("file::memory:") {
+            return Err(unsafe_ledger(
+                &shown,
+                "an in-memory database is not a ledger",
+            ));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| sqlite(&shown, e))?;
+        configure(&conn, &shown)?;
+        migrate(&conn, &shown)?;
+        let ledger = Ledger {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        };
+        ledger.verify_chain().map_err(|broken| match broken {
+            VerifyError::Broken(broken) => LedgerError::ChainBroken {
+                path: shown.clone(),
+                broken,
+            },
+            VerifyError::Ledger(error) => error,
+        })?;
+        Ok(ledger)
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn err(&self, error: rusqlite::Error) -> LedgerError {
+        sqlite(&self.path.display().to_string(), error)
+    }
+
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the connection leaves SQLite consistent (the open transaction
+        // rolls back on drop), so a poisoned lock is safe to take over.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` in an `IMMEDIATE` transaction and commits it, retrying (at most
+    /// [`APPLY_RETRIES_MAX`] times) only when SQLite stayed busy past the busy timeout.
+    pub(crate) fn write<T>(
+        &self,
+        mut f: impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
+    ) -> Result<T, ApplyError> {
+        let mut conn = self.conn();
+        for _ in 0..APPLY_RETRIES_MAX {
+            let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+                Ok(tx) => tx,
+                Err(error) if is_busy(&error) => continue,
+                Err(error) => return Err(self.err(error).into()),
+            };
+            let value = f(&tx)?;
+            match tx.commit() {
+                Ok(()) => return Ok(value),
+                Err(error) if is_busy(&error) => continue,
+                Err(error) => return Err(self.err(error).into()),
+            }
+        }
+        Err(ApplyError::Contended("(write lock)".to_owned()))
+    }
+
+    /// Applies `event` to the intent `key`: the one way the engine changes state.
+    ///
+    /// The core is read and stepped outside the write lock; the write is a compare-and-set on
+    /// the core (and lease) that was read. If another process moved the intent in between, the
+    /// write matches no row, and the read and step are done again, at most
+    /// [`APPLY_RETRIES_MAX`] times.
+    pub fn apply(
+        &self,
+        key: &IntentKey,
+        event: &Event,
+        now_ms: u64,
+        change: &Change,
+    ) -> Result<Applied, ApplyError> {
+        for _ in 0..APPLY_RETRIES_MAX {
+            let seen = {
+                let conn = self.conn();
+                read_row(&conn, key).map_err(|e| self.err(e))?
+            };
+            let Some(seen) = seen else {
+                return Err(ApplyError::NoSuchIntent(describe(key)));
+            };
+            let outcome = self.write(|tx| {
+                // Compare: the row must still be the one we read.
+                match read_row(tx, key).map_err(|e| self.err(e))? {
+                    Some(now) if now == seen => apply_locked(tx, key, &now, event, now_ms, change),
+                    _ => Ok(None),
+                }
+                .map(|applied| applied.map(Ok).unwrap_or(Err(())))
+            })?;
+            match outcome {
+                Ok(applied) => return Ok(applied),
+                Err(()) => continue,
+            }
+        }
+        Err(ApplyError::Contended(describe(key)))
+    }
+}
+
+/// The parts of an intent row that a transition reads and compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowCore {
+    /// The machine's view of the row.
+    pub core: IntentCore,
+    /// Who holds the lease.
+    pub lease_owner: Option<String>,
+    /// When it lapses.
+    pub lease_expires_at: Option<u64>,
+}
+
+/// Reads the core and lease of `key`.
+pub(crate) fn read_row(conn: &Connection, key: &IntentKey) -> rusqlite::Result<Option<RowCore>> {
+    conn.query_row(
+        "SELECT state, attempt_seq, reconcile_inconclusive, rail_entity_id, lease_owner,
+                lease_expires_at
+         FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+        params![key.merchant_id.as_str(), key.sik.as_str()],
+        |row| {
+            let state: String = row.get(0)?;
+            let state = State::parse(&state).ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    rusqlite::types::Type::Text,
+                    format!("unknown state {state:?}").into(),
+                )
+            })?;
+            Ok(RowCore {
+                core: IntentCore {
+                    sik: key.sik.clone(),
+                    state,
+                    attempt_seq: row.get(1)?,
+                    reconcile_inconclusive: row.get(2)?,
+                    entity_id: row.get(3)?,
+                },
+                lease_owner: row.get(4)?,
+                lease_expires_at: row.get(5)?,
+            })
+        },
+    )
+    .optional()
+}
+
+/// Steps `seen` (the row as read inside `tx`) with `event` and writes the result: the row by
+/// compare-and-set, the attempt row, the finding, and one audit record. `Ok(None)` means the
+/// compare failed: the row is no longer `seen`.
+pub(crate) fn apply_locked(
+    tx: &Transaction<'_>,
+    key: &IntentKey,
+    seen: &RowCore,
+    event: &Event,
+    now_ms: u64,
+    change: &Change,
+) -> Result<Option<Applied>, ApplyError> {
+    let stepped = step(&seen.core, event).map_err(ApplyError::Illegal)?;
+    let (lease_owner, lease_expires_at) = lease_after(seen, &change.lease, now_ms)?;
+    let to = stepped.next;
+    // A lease is held exactly while the intent is doing rail work.
+    let (lease_owner, lease_expires_at) =
+        if matches!(to.state, State::InFlight | State::Reconciling) {
+            match (lease_owner, lease_expires_at) {
+                (Some(owner), Some(until)) => (Some(owner), Some(until)),
+                _ => return Err(ApplyError::Lease(format!("{} needs a lease", event.kind()))),
+            }
+        } else {
+            (None, None)
+        };
+    let not_before = match stepped.effect {
+        Effect::ScheduleReconcile { delay_ms } => Some(now_ms.saturating_add(delay_ms)),
+        _ => None,
+    };
+    let seq = audit::next_seq(tx).map_err(|e| ledger_err(tx, e))?;
+    let (reason_code, reason) = change.reason.clone().unzip();
+    let updated = tx
+        .execute(
+            "UPDATE intents SET state = ?3, attempt_seq = ?4, reconcile_inconclusive = ?5,
+                rail_entity_id = ?6, lease_owner = ?7, lease_expires_at = ?8,
+                reconcile_not_before = ?9, reason_code = coalesce(?10, reason_code),
+                reason = coalesce(?11, reason), audit_seq = ?12,
+                updated_at = max(updated_at, ?13)
+             WHERE merchant_id = ?1 AND sik = ?2 AND state = ?14 AND attempt_seq = ?15
+                AND reconcile_inconclusive = ?16 AND lease_owner IS ?17 AND lease_expires_at IS ?18",
+            params![
+                key.merchant_id.as_str(),
+                key.sik.as_str(),
+                to.state.as_str(),
+                to.attempt_seq,
+                to.reconcile_inconclusive,
+                to.entity_id,
+                lease_owner,
+                lease_expires_at,
+                not_before,
+                reason_code,
+                reason,
+                seq,
+                now_ms,
+                seen.core.state.as_str(),
+                seen.core.attempt_seq,
+                seen.core.reconcile_inconclusive,
+                seen.lease_owner,
+                seen.lease_expires_at,
+            ],
+        )
+        .map_err(|e| ledger_err(tx, e))?;
+    if updated == 0 {
+        return Ok(None);
+    }
+    assert_eq!(updated, 1, "a primary key matched two rows");
+    write_attempt(tx, key, event, &to, now_ms, change).map_err(|e| ledger_err(tx, e))?;
+    if let Some(finding) = &change.finding {
+        write_finding(tx, key, finding, now_ms).map_err(|e| ledger_err(tx, e))?;
+    }
+    let record = interlock_machine::Record::Transition {
+        seq,
+        from: seen.core.clone(),
+        event: event.clone(),
+        to: to.clone(),
+        effect: stepped.effect,
+    };
+    let payload = json!({
+        "merchant_id": key.merchant_id.as_str(),
+        "record": record,
+        "lease_owner": lease_owner,
+        "detail": change.detail,
+        "reason_code": change.reason.as_ref().map(|(code, _)| code),
+        "context": change.context,
+    });
+    audit::append(tx, seq, now_ms, event.kind().as_str(), &payload)
+        .map_err(|e| ledger_err(tx, e))?;
+    Ok(Some(Applied {
+        from: seen.core.clone(),
+        to,
+        effect: stepped.effect,
+        seq,
+    }))
+}
+
+fn lease_after(
+    seen: &RowCore,
+    lease: &LeaseChange,
+    now_ms: u64,
+) -> Result<(Option<String>, Option<u64>), ApplyError> {
+    match lease {
+        LeaseChange::Claim { owner, expires_at } => {
+            assert!(*expires_at > now_ms, "a lease that is already over");
+            if let (Some(holder), Some(until)) = (&seen.lease_owner, seen.lease_expires_at)
+                && holder != owner
+                && until > now_ms
+            {
+                return Err(ApplyError::Lease(format!(
+                    "lease held by {holder} until {until}"
+                )));
+            }
+            Ok((Some(owner.clone()), Some(*expires_at)))
+        }
+        LeaseChange::Expire => match seen.lease_expires_at {
+            Some(until) if until > now_ms => Err(ApplyError::Lease(format!(
+                "lease of {} runs until {until}; it is {now_ms}",
+                seen.lease_owner.as_deref().unwrap_or("?")
+            ))),
+            _ => Ok((None, None)),
+        },
+        LeaseChange::Release => Ok((None, None)),
+    }
+}
+
+fn write_attempt(
+    tx: &Transaction<'_>,
+    key: &IntentKey,
+    event: &Event,
+    to: &IntentCore,
+    now_ms: u64,
+    change: &Change,
+) -> rusqlite::Result<()> {
+    let outcome = match event {
+        Event::AttemptStarted => {
+            tx.execute(
+                "INSERT INTO intent_attempts (merchant_id, sik, attempt_seq, started_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    key.merchant_id.as_str(),
+                    key.sik.as_str(),
+                    to.attempt_seq,
+                    now_ms
+                ],
+            )?;
+            return Ok(());
+        }
+        Event::RailApplied { .. } => "APPLIED",
+        Event::RailRejected { .. } => "REJECTED",
+        Event::RailAmbiguous { .. } => "AMBIGUOUS",
+        // A crash, a reconcile pass or an operator settles the attempt whose call left no
+        // answer: close it as ambiguous the first time the intent moves on without one.
+        Event::LeaseExpired if to.state == State::Unknown => "AMBIGUOUS",
+        _ => return Ok(()),
+    };
+    let entity = match event {
+        Event::RailApplied { entity, .. } => Some(entity.id.as_str()),
+        _ => None,
+    };
+    tx.execute(
+        "UPDATE intent_attempts SET finished_at = max(started_at, ?4), outcome = ?5,
+            rail_entity_id = ?6, fee_minor = ?7, tax_minor = ?8, detail = ?9
+         WHERE merchant_id = ?1 AND sik = ?2 AND attempt_seq = ?3 AND outcome IS NULL",
+        params![
+            key.merchant_id.as_str(),
+            key.sik.as_str(),
+            to.attempt_seq,
+            now_ms,
+            outcome,
+            entity,
+            change.fee_minor,
+            change.tax_minor,
+            change.detail,
+        ],
+    )?;
+    Ok(())
+}
+
+fn write_finding(
+    tx: &Transaction<'_>,
+    key: &IntentKey,
+    finding: &Finding,
+    now_ms: u64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO recon_findings (merchant_id, sik, attempt_seq, outcome, pages_scanned,
+            pagination_exhausted, lag_elapsed, matched_entity_id, queried_at, detail_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            key.merchant_id.as_str(),
+            key.sik.as_str(),
+            finding.attempt_seq,
+            finding.outcome,
+            finding.pages_scanned,
+            finding.pagination_exhausted,
+            finding.lag_elapsed,
+            finding.matched_entity_id,
+            now_ms,
+            finding.detail.to_string(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A new intent, as the executor inserts it (in `PROPOSED`) before its gate event.
+#[derive(Debug, Clone)]
+pub struct NewIntent {
+    /// Its key.
+    pub key: IntentKey,
+    /// The upstream tool.
+    pub tool: String,
+    /// `REFUND` or `SETTLEMENT`.
+    pub kind: &'static str,
+    /// The referent's id.
+    pub subject_id: String,
+    /// The amount.
+    pub amount_minor: u64,
+    /// The currency.
+    pub currency: String,
+    /// `reversible` or `irreversible`.
+    pub reversibility: &'static str,
+    /// `interlock_distinct_reason`, verbatim.
+    pub distinct_reason: Option<String>,
+    /// The stamped call every attempt sends.
+    pub call: Value,
+    /// The mandate's hash.
+    pub mandate_hash: String,
+}
+
+/// Inserts `intent` in `PROPOSED` with its audit record. The primary key makes a second insert
+/// of the same key fail: that is I1.
+pub(crate) fn insert_locked(
+    tx: &Transaction<'_>,
+    intent: &NewIntent,
+    now_ms: u64,
+) -> Result<u64, ApplyError> {
+    let seq = audit::next_seq(tx).map_err(|e| ledger_err(tx, e))?;
+    let core = IntentCore::proposed(intent.key.sik.clone());
+    tx.execute(
+        "INSERT INTO intents (merchant_id, sik, tool, kind, subject_id, amount_minor, currency,
+            reversibility, distinct_reason, call_json, state, attempt_seq,
+            reconcile_inconclusive, reason_code, reason, mandate_hash, audit_seq,
+            first_seen_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, 0, 'PROPOSED', '', ?12, ?13,
+            ?14, ?14)",
+        params![
+            intent.key.merchant_id.as_str(),
+            intent.key.sik.as_str(),
+            intent.tool,
+            intent.kind,
+            intent.subject_id,
+            intent.amount_minor,
+            intent.currency,
+            intent.reversibility,
+            intent.distinct_reason,
+            intent.call.to_string(),
+            core.state.as_str(),
+            intent.mandate_hash,
+            seq,
+            now_ms,
+        ],
+    )
+    .map_err(|e| ledger_err(tx, e))?;
+    let record = interlock_machine::Record::Inserted { seq, core };
+    let payload = json!({
+        "merchant_id": intent.key.merchant_id.as_str(),
+        "record": record,
+        "tool": intent.tool,
+        "subject_id": intent.subject_id,
+        "amount_minor": intent.amount_minor,
+        "currency": intent.currency,
+        "distinct_reason": intent.distinct_reason,
+        "mandate_hash": intent.mandate_hash,
+        "call": intent.call,
+    });
+    audit::append(tx, seq, now_ms, "INTENT_PROPOSED", &payload).map_err(|e| ledger_err(tx, e))?;
+    Ok(seq)
+}
+
+/// Why [`Ledger::verify_chain`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The chain is broken.
+    #[error("audit chain broken at seq {}: {}", .0.seq, .0.problem)]
+    Broken(audit::ChainBreak),
+    /// The ledger could not be read.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+impl Ledger {
+    /// Walks the whole audit log and returns how many records it holds, or the first bad seq.
+    pub fn verify_chain(&self) -> Result<audit::ChainReport, VerifyError> {
+        let conn = self.conn();
+        audit::verify(&conn).map_err(|error| match error {
+            audit::VerifyFailure::Broken(broken) => VerifyError::Broken(broken),
+            audit::VerifyFailure::Sqlite(error) => VerifyError::Ledger(self.err(error)),
+        })
+    }
+
+    /// The ledger's history as the machine's invariant predicates read it.
+    pub fn history(&self) -> Result<Vec<interlock_machine::Record>, LedgerError> {
+        let conn = self.conn();
+        audit::records(&conn).map_err(|e| self.err(e))
+    }
+
+    /// Every intent's current core.
+    pub fn cores(&self) -> Result<Vec<IntentCore>, LedgerError> {
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare("SELECT merchant_id, sik FROM intents ORDER BY merchant_id, sik")
+            .map_err(|e| self.err(e))?;
+        let keys = statement
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            })
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(|e| self.err(e))?;
+        let mut cores = Vec::with_capacity(keys.len());
+        for (merchant, sik) in keys {
+            let key = parse_key(&merchant, &sik)?;
+            let row = read_row(&conn, &key).map_err(|e| self.err(e))?;
+            cores.extend(row.map(|row| row.core));
+        }
+        Ok(cores)
+    }
+}
+
+/// Parses a key read back from the ledger.
+pub(crate) fn parse_key(merchant: &str, sik: &str) -> Result<IntentKey, LedgerError> {
+    let corrupt = |problem: String| LedgerError::Corrupt {
+        key: format!("{merchant}/{sik}"),
+        problem,
+    };
+    Ok(IntentKey {
+        merchant_id: MerchantId::parse(merchant).map_err(|e| corrupt(e.to_string()))?,
+        sik: Sik::parse(sik).map_err(|e| corrupt(e.to_string()))?,
+    })
+}
+
+/// `merchant/sik`, for messages.
+pub fn describe(key: &IntentKey) -> String {
+    format!("{}/{}", key.merchant_id, key.sik)
+}
+
+/// An entity reference from an entity id and a stamp text read from the rail.
+pub fn entity(id: &str, stamp: Option<&str>) -> EntityRef {
+    EntityRef {
+        id: id.to_owned(),
+        stamp: stamp.and_then(|text| Sik::parse(text).ok()),
+    }
+}
+
+/// Whether `kind` is an event that settles an attempt's call (used by tests and the executor).
+pub fn is_outcome(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::RailApplied | EventKind::RailRejected | EventKind::RailAmbiguous
+    )
+}
+
+fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(|e| sqlite(path, e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| sqlite(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(unsafe_ledger(
+            path,
+            &format!("journal_mode reads back {mode:?}, not \"wal\""),
+        ));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| sqlite(path, e))?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| sqlite(path, e))?;
+    let read = |name: &str| -> Result<i64, LedgerError> {
+        conn.pragma_query_value(None, name, |row| row.get(0))
+            .map_err(|e| sqlite(path, e))
+    };
+    // synchronous: 2 = FULL. foreign_keys: 1 = ON.
+    for (name, expected) in [("synchronous", 2), ("foreign_keys", 1)] {
+        let value = read(name)?;
+        if value != expected {
+            return Err(unsafe_ledger(
+                path,
+                &format!("{name} reads back {value}, not {expected}"),
+            ));
+        }
+    }
+    let file: String = conn
+        .query_row(
+            "SELECT file FROM pragma_database_list WHERE name = 'main'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(|e| sqlite(path, e))?;
+    if file.is_empty() {
+        return Err(unsafe_ledger(
+            path,
+            "the database has no file: it is in memory or temporary",
+        ));
+    }
+    Ok(())
+}
+
+fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| sqlite(path, e))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(unsafe_ledger(
+            path,
+            &format!(
+                "schema version {version} was written by a newer Interlock (this one knows {known}); refusing to touch it"
+            ),
+        ));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let target = index as i64 + 1;
+        let script = format!("BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {target}; COMMIT;");
+        conn.execute_batch(&script).map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            sqlite(path, e)
+        })?;
+    }
+    Ok(())
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+fn sqlite(path: &str, source: rusqlite::Error) -> LedgerError {
+    LedgerError::Sqlite {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn ledger_err(tx: &Transaction<'_>, source: rusqlite::Error) -> ApplyError {
+    let path = tx.path().unwrap_or("?").to_owned();
+    ApplyError::Ledger(LedgerError::Sqlite { path, source })
+}
+
+fn unsafe_ledger(path: &str, problem: &str) -> LedgerError {
+    LedgerError::Unsafe {
+        path: path.to_owned(),
+        problem: problem.to_owned(),
+    }
+}

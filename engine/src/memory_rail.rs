@@ -1,0 +1,416 @@
+//! An in-memory rail with scripted faults, for the engine's own tests and benchmark. It keeps
+//! the rail's own rules (a refund never exceeds the unrefunded amount, a receipt is unique per
+//! payment, a settlement draws down the balance) so that the engine is tested against a rail
+//! that refuses what a real one refuses.
+//!
+//! Faults are scripted per call, in order, so a run replays exactly. The real-process mock rail
+//! (`interlock-rail-mock`) is the MCP counterpart.
+
+use crate::clock::Clock;
+use crate::rail::{
+    ListPage, ListQuery, OrderReferent, PaymentReferent, Rail, RailCall, RailError, RailOutcome,
+    Referent,
+};
+use interlock_machine::{EntityRef, RailEntity};
+use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
+use interlock_spec::ids::Sik;
+use interlock_spec::money::{Currency, Minor};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// The default list page size (Razorpay's default `count`).
+pub const PAGE_SIZE_DEFAULT: usize = 10;
+
+/// What the next money call does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecFault {
+    /// Applies and answers.
+    None,
+    /// Applies, then the answer never comes (the caller's timeout).
+    TimeoutAfterApply,
+    /// Never arrives: nothing applied, no answer.
+    TimeoutBeforeApply,
+    /// Applies, then answers with a 5xx.
+    ServerErrorApplied,
+    /// Answers with a 5xx, nothing applied.
+    ServerErrorNotApplied,
+    /// Applies, then answers with an earlier entity's response (a gateway replay).
+    DupResponse,
+    /// Refuses with a 4xx, nothing applied.
+    Reject,
+}
+
+/// One entity the rail created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entity {
+    /// The rail's id.
+    pub id: String,
+    /// Refund or settlement.
+    pub kind: ActionKind,
+    /// The payment id, or `balance`.
+    pub subject: String,
+    /// The amount.
+    pub amount: Minor,
+    /// `notes.interlock_sik`, as stored.
+    pub stamp: Option<String>,
+    /// The receipt, as stored.
+    pub receipt: Option<String>,
+    /// When it was created, by the rail's clock.
+    pub created_at_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Payment {
+    amount: Minor,
+    refunded: Minor,
+    currency: Currency,
+    captured: bool,
+    order: Option<OrderReferent>,
+}
+
+#[derive(Debug)]
+struct State {
+    payments: BTreeMap<String, Payment>,
+    balance: Minor,
+    entities: Vec<Entity>,
+    exec_faults: VecDeque<ExecFault>,
+    list_failures: u32,
+    resolve_failures: u32,
+    read_lag_ms: u64,
+    page_size: usize,
+    fee_bps: u64,
+    executed: Vec<RailCall>,
+    lists: u64,
+}
+
+/// Called with each call the rail receives, before it does anything: tests record
+/// `Record::RailCall` here, in the order calls reached the rail.
+pub type CallObserver = Box<dyn Fn(&RailCall) + Send + Sync>;
+
+/// The in-memory rail.
+pub struct MemoryRail {
+    state: Mutex<State>,
+    clock: Arc<dyn Clock>,
+    observer: Option<CallObserver>,
+}
+
+impl MemoryRail {
+    /// An empty rail with `balance` INR settleable.
+    pub fn new(clock: Arc<dyn Clock>, balance: Minor) -> MemoryRail {
+        MemoryRail {
+            state: Mutex::new(State {
+                payments: BTreeMap::new(),
+                balance,
+                entities: Vec::new(),
+                exec_faults: VecDeque::new(),
+                list_failures: 0,
+                resolve_failures: 0,
+                read_lag_ms: 0,
+                page_size: PAGE_SIZE_DEFAULT,
+                fee_bps: 0,
+                executed: Vec::new(),
+                lists: 0,
+            }),
+            clock,
+            observer: None,
+        }
+    }
+
+    /// Calls `observer` with every money call as it arrives.
+    pub fn with_observer(mut self, observer: CallObserver) -> MemoryRail {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds a captured INR payment, optionally on an order with `order_paid` paid.
+    pub fn add_payment(&self, id: &str, amount: u64, refunded: u64, order_paid: Option<u64>) {
+        let minor = |v| Minor::new(v).expect("test amounts are small");
+        let order = order_paid.map(|paid| OrderReferent {
+            id: format!("order_{}", id.trim_start_matches("pay_")),
+            amount_paid: minor(paid),
+        });
+        self.state().payments.insert(
+            id.to_owned(),
+            Payment {
+                amount: minor(amount),
+                refunded: minor(refunded),
+                currency: Currency::INR,
+                captured: true,
+                order,
+            },
+        );
+    }
+
+    /// Marks a payment as not captured.
+    pub fn uncapture(&self, id: &str) {
+        if let Some(payment) = self.state().payments.get_mut(id) {
+            payment.captured = false;
+        }
+    }
+
+    /// Scripts the next money calls' faults, in order; calls past the script apply normally.
+    pub fn script(&self, faults: impl IntoIterator<Item = ExecFault>) {
+        self.state().exec_faults.extend(faults);
+    }
+
+    /// Makes the next `n` list calls fail (a partition); `u32::MAX` for a permanent one.
+    pub fn fail_lists(&self, n: u32) {
+        self.state().list_failures = n;
+    }
+
+    /// Makes the next `n` referent reads fail.
+    pub fn fail_resolves(&self, n: u32) {
+        self.state().resolve_failures = n;
+    }
+
+    /// Lists hide entities younger than `ms` (read-replica lag).
+    pub fn set_read_lag(&self, ms: u64) {
+        self.state().read_lag_ms = ms;
+    }
+
+    /// Lists return at most `n` items per page.
+    pub fn set_page_size(&self, n: usize) {
+        self.state().page_size = n.max(1);
+    }
+
+    /// Charges `bps` basis points of each amount as a fee (tax 18% of the fee on top).
+    pub fn set_fee_bps(&self, bps: u64) {
+        self.state().fee_bps = bps;
+    }
+
+    /// Adds an entity as if someone else had created it (same amount, different stamp).
+    pub fn add_foreign_refund(&self, payment: &str, amount: u64) {
+        let mut state = self.state();
+        let now = self.clock.now_ms();
+        let id = format!("rfnd_{:014}", state.entities.len() + 1);
+        state.entities.push(Entity {
+            id,
+            kind: ActionKind::Refund,
+            subject: payment.to_owned(),
+            amount: Minor::new(amount).expect("small"),
+            stamp: None,
+            receipt: None,
+            created_at_ms: now,
+        });
+    }
+
+    /// Every entity the rail holds (the ground truth a verifier reads).
+    pub fn entities(&self) -> Vec<Entity> {
+        self.state().entities.clone()
+    }
+
+    /// The entities as the machine's verdict predicates read them.
+    pub fn rail_entities(&self) -> Vec<RailEntity> {
+        self.entities()
+            .into_iter()
+            .map(|e| RailEntity {
+                id: e.id,
+                stamp: e.stamp.and_then(|s| Sik::parse(&s).ok()),
+            })
+            .collect()
+    }
+
+    /// Every money call received, in order.
+    pub fn executed(&self) -> Vec<RailCall> {
+        self.state().executed.clone()
+    }
+
+    /// How many list pages were read.
+    pub fn list_calls(&self) -> u64 {
+        self.state().lists
+    }
+
+    /// The settleable balance.
+    pub fn balance(&self) -> Minor {
+        self.state().balance
+    }
+
+    fn apply(&self, state: &mut State, call: &RailCall) -> Result<(Entity, Minor), String> {
+        let stamp = call.notes.get(STAMP_NOTE_KEY).and_then(|v| v.as_str());
+        match call.kind {
+            ActionKind::Refund => {
+                let Some(payment) = state.payments.get(&call.subject_id) else {
+                    return Err(format!(
+                        "BAD_REQUEST_ERROR: {} does not exist",
+                        call.subject_id
+                    ));
+                };
+                let left = payment.amount.get() - payment.refunded.get();
+                if call.amount.get() > left {
+                    return Err(format!(
+                        "BAD_REQUEST_ERROR: the refund amount {} is greater than the unrefunded {left}",
+                        call.amount
+                    ));
+                }
+                let duplicate = state.entities.iter().any(|e| {
+                    e.subject == call.subject_id && e.receipt.is_some() && e.receipt == call.receipt
+                });
+                if duplicate {
+                    return Err("BAD_REQUEST_ERROR: the receipt has already been used".to_owned());
+                }
+                let payment = state.payments.get_mut(&call.subject_id).expect("checked");
+                payment.refunded = Minor::new(payment.refunded.get() + call.amount.get())
+                    .expect("bounded by the amount");
+            }
+            ActionKind::Settlement => {
+                if call.amount > state.balance {
+                    return Err(format!(
+                        "BAD_REQUEST_ERROR: the amount {} exceeds the balance {}",
+                        call.amount, state.balance
+                    ));
+                }
+                state.balance = Minor::new(state.balance.get() - call.amount.get()).expect("≤");
+            }
+        }
+        let prefix = match call.kind {
+            ActionKind::Refund => "rfnd",
+            ActionKind::Settlement => "setlod",
+        };
+        let entity = Entity {
+            id: format!("{prefix}_{:014}", state.entities.len() + 1),
+            kind: call.kind,
+            subject: call.subject_id.clone(),
+            amount: call.amount,
+            stamp: stamp.map(str::to_owned),
+            receipt: call.receipt.clone(),
+            created_at_ms: self.clock.now_ms(),
+        };
+        state.entities.push(entity.clone());
+        let fee = Minor::new(call.amount.get() * state.fee_bps / 10_000).expect("≤ amount");
+        Ok((entity, fee))
+    }
+}
+
+fn outcome_of(entity: &Entity, fee: Minor) -> RailOutcome {
+    let tax = Minor::new(fee.get() * 18 / 100).expect("≤ fee");
+    let response = serde_json::json!({
+        "id": entity.id,
+        "amount": entity.amount.get(),
+        "notes": {STAMP_NOTE_KEY: entity.stamp},
+        "receipt": entity.receipt,
+        "fee": fee.get(),
+        "tax": tax.get(),
+    });
+    RailOutcome::Applied {
+        entity: EntityRef {
+            id: entity.id.clone(),
+            stamp: entity.stamp.as_deref().and_then(|s| Sik::parse(s).ok()),
+        },
+        fee,
+        tax,
+        response: response.to_string(),
+    }
+}
+
+impl Rail for MemoryRail {
+    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
+        let mut state = self.state();
+        if state.resolve_failures > 0 {
+            state.resolve_failures -= 1;
+            return Err(RailError::Unavailable(
+                "GATEWAY_ERROR: timed out".to_owned(),
+            ));
+        }
+        match action.kind {
+            ActionKind::Refund => {
+                let id = action.payment_hint.as_deref().unwrap_or_default();
+                let payment = state
+                    .payments
+                    .get(id)
+                    .ok_or_else(|| RailError::NotFound(format!("payment {id} does not exist")))?;
+                Ok(Referent::Payment(PaymentReferent {
+                    id: id.to_owned(),
+                    amount: payment.amount,
+                    amount_refunded: payment.refunded,
+                    currency: payment.currency,
+                    captured: payment.captured,
+                    order: payment.order.clone(),
+                }))
+            }
+            ActionKind::Settlement => Ok(Referent::Balance {
+                balance: state.balance,
+                currency: Currency::INR,
+            }),
+        }
+    }
+
+    fn execute(&self, call: &RailCall) -> RailOutcome {
+        if let Some(observer) = &self.observer {
+            observer(call);
+        }
+        let mut state = self.state();
+        state.executed.push(call.clone());
+        let fault = state.exec_faults.pop_front().unwrap_or(ExecFault::None);
+        let ambiguous = |detail: &str| RailOutcome::Ambiguous {
+            detail: detail.to_owned(),
+        };
+        match fault {
+            ExecFault::TimeoutBeforeApply => return ambiguous("timed out"),
+            ExecFault::ServerErrorNotApplied => return ambiguous("SERVER_ERROR: 500"),
+            ExecFault::Reject => {
+                return RailOutcome::Rejected {
+                    detail: "BAD_REQUEST_ERROR: scripted refusal".to_owned(),
+                };
+            }
+            _ => {}
+        }
+        let previous = state.entities.last().cloned();
+        let (entity, fee) = match self.apply(&mut state, call) {
+            Ok(applied) => applied,
+            Err(detail) => return RailOutcome::Rejected { detail },
+        };
+        match fault {
+            ExecFault::None => outcome_of(&entity, fee),
+            ExecFault::TimeoutAfterApply => ambiguous("timed out"),
+            ExecFault::ServerErrorApplied => ambiguous("SERVER_ERROR: 502"),
+            ExecFault::DupResponse => match previous {
+                Some(previous) => outcome_of(&previous, Minor::ZERO),
+                None => ambiguous("SERVER_ERROR: 502"),
+            },
+            ExecFault::TimeoutBeforeApply
+            | ExecFault::ServerErrorNotApplied
+            | ExecFault::Reject => {
+                unreachable!("answered above")
+            }
+        }
+    }
+
+    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
+        let mut state = self.state();
+        state.lists += 1;
+        if state.list_failures > 0 {
+            state.list_failures = state.list_failures.saturating_sub(1);
+            return Err(RailError::Unavailable(
+                "GATEWAY_ERROR: partition".to_owned(),
+            ));
+        }
+        let now = self.clock.now_ms();
+        let visible: Vec<&Entity> = state
+            .entities
+            .iter()
+            .rev() // newest first, as Razorpay lists
+            .filter(|e| e.kind == query.kind)
+            .filter(|e| query.kind == ActionKind::Settlement || e.subject == query.subject_id)
+            .filter(|e| now.saturating_sub(e.created_at_ms) >= state.read_lag_ms)
+            .collect();
+        let size = state.page_size;
+        let start = (page as usize).saturating_mul(size);
+        let entities: Vec<EntityRef> = visible
+            .iter()
+            .skip(start)
+            .take(size)
+            .map(|e| EntityRef {
+                id: e.id.clone(),
+                stamp: e.stamp.as_deref().and_then(|s| Sik::parse(s).ok()),
+            })
+            .collect();
+        let is_last = entities.len() < size;
+        Ok(ListPage { entities, is_last })
+    }
+}

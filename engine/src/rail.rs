@@ -1,0 +1,197 @@
+//! The [`Rail`] trait: what the engine needs from a payment rail, and nothing about how it is
+//! reached. The MCP adapter (the proxy) and the in-memory test rail ([`crate::memory_rail`])
+//! implement it; a rail profile maps these calls to a real rail's tools.
+//!
+//! Calls are blocking: the engine is synchronous and deterministic, and an async caller runs it
+//! on a blocking thread. A rail implementation owns its own timeout and reports a call that ran
+//! out of time as [`RailOutcome::Ambiguous`], never as a failure.
+
+use interlock_machine::EntityRef;
+use interlock_spec::action::{ActionKind, ProposedAction};
+use interlock_spec::ids::{Sik, ToolName};
+use interlock_spec::money::{Currency, Minor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A payment as the rail reports it: what G2 bounds a refund by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentReferent {
+    /// The payment id as the rail spells it; this, not the agent's text, enters the SIK.
+    pub id: String,
+    /// The captured amount.
+    pub amount: Minor,
+    /// What has been refunded so far.
+    pub amount_refunded: Minor,
+    /// The payment's currency (a refund is always in it).
+    pub currency: Currency,
+    /// Whether the payment is captured; nothing can be refunded on one that is not.
+    pub captured: bool,
+    /// The payment's order, when it has one.
+    pub order: Option<OrderReferent>,
+}
+
+/// An order as the rail reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderReferent {
+    /// The order id.
+    pub id: String,
+    /// What the customer paid on it.
+    pub amount_paid: Minor,
+}
+
+/// What an action is about, read from the rail by the engine itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "referent", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Referent {
+    /// A refund's payment.
+    Payment(PaymentReferent),
+    /// A settlement's source: the merchant's settleable balance.
+    Balance {
+        /// What can be settled now.
+        balance: Minor,
+        /// Its currency.
+        currency: Currency,
+    },
+}
+
+impl Referent {
+    /// The id that enters the SIK as its subject.
+    pub fn subject_id(&self) -> &str {
+        match self {
+            Referent::Payment(payment) => &payment.id,
+            Referent::Balance { .. } => BALANCE_SUBJECT,
+        }
+    }
+
+    /// The currency the action moves.
+    pub fn currency(&self) -> Currency {
+        match self {
+            Referent::Payment(payment) => payment.currency,
+            Referent::Balance { currency, .. } => *currency,
+        }
+    }
+}
+
+/// The subject of every settlement: there is one balance per merchant account.
+pub const BALANCE_SUBJECT: &str = "balance";
+
+/// A stamped outbound money call, exactly as every attempt of one intent sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RailCall {
+    /// The upstream tool.
+    pub tool: ToolName,
+    /// What the tool does.
+    pub kind: ActionKind,
+    /// The SIK this call is stamped with.
+    pub sik: Sik,
+    /// The referent's id (`pay_…`, or [`BALANCE_SUBJECT`]).
+    pub subject_id: String,
+    /// The amount.
+    pub amount: Minor,
+    /// The amount's currency.
+    pub currency: Currency,
+    /// `"ilk_" + sik` for refunds (the rail keeps receipts unique per payment); none otherwise.
+    pub receipt: Option<String>,
+    /// The agent's notes plus `interlock_sik = sik`.
+    pub notes: Map<String, Value>,
+    /// The agent's other arguments (`speed`, `description`, …), forwarded unchanged.
+    pub passthrough: Map<String, Value>,
+}
+
+impl RailCall {
+    /// Builds the stamped call for `action` about `referent`.
+    pub fn stamped(action: &ProposedAction, referent: &Referent, sik: &Sik) -> RailCall {
+        use interlock_spec::action::{RECEIPT_PREFIX, STAMP_NOTE_KEY};
+        let mut passthrough = action.passthrough.clone();
+        let mut notes = match passthrough.remove("notes") {
+            Some(Value::Object(notes)) => notes,
+            _ => Map::new(),
+        };
+        notes.insert(STAMP_NOTE_KEY.to_owned(), Value::String(sik.to_string()));
+        let receipt = match action.kind {
+            ActionKind::Refund => Some(format!("{RECEIPT_PREFIX}{sik}")),
+            ActionKind::Settlement => None,
+        };
+        RailCall {
+            tool: action.tool.clone(),
+            kind: action.kind,
+            sik: sik.clone(),
+            subject_id: referent.subject_id().to_owned(),
+            amount: action.amount,
+            currency: referent.currency(),
+            receipt,
+            notes,
+            passthrough,
+        }
+    }
+}
+
+/// How one rail call ended, as far as the caller can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RailOutcome {
+    /// The rail answered with an entity. The engine believes it only if it carries our stamp.
+    Applied {
+        /// The entity and the stamp read from it.
+        entity: EntityRef,
+        /// The fee the rail charged.
+        fee: Minor,
+        /// The tax on the fee.
+        tax: Minor,
+        /// The rail's answer, verbatim (replayed to a duplicate proposal).
+        response: String,
+    },
+    /// The rail said no, definitely (a 4xx-style refusal): it did not apply this request.
+    Rejected {
+        /// The rail's words.
+        detail: String,
+    },
+    /// Anything else: a timeout, a 5xx, a dropped connection, an answer we cannot read.
+    Ambiguous {
+        /// What happened.
+        detail: String,
+    },
+}
+
+/// Which list a reconcile pass reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    /// The kind of entity sought.
+    pub kind: ActionKind,
+    /// The referent's id (a payment for refunds).
+    pub subject_id: String,
+    /// The stamp sought.
+    pub sik: Sik,
+}
+
+/// One page of a list, in the rail's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPage {
+    /// The entities on the page with the stamps read from them.
+    pub entities: Vec<EntityRef>,
+    /// Whether the rail says there is nothing after this page.
+    pub is_last: bool,
+}
+
+/// Why a read from the rail failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RailError {
+    /// The rail could not be reached or answered with an error; try again later.
+    #[error("the rail is unavailable: {0}")]
+    Unavailable(String),
+    /// The referent does not exist on the rail (or is not what the action needs).
+    #[error("{0}")]
+    NotFound(String),
+    /// This rail cannot list entities by stamp for this kind: a human must reconcile.
+    #[error("the rail cannot reconcile this by stamp: {0}")]
+    NotReconcilable(String),
+}
+
+/// A payment rail, as the engine uses it.
+pub trait Rail: Send + Sync {
+    /// Reads what `action` is about (a payment, the balance). Read-only.
+    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError>;
+    /// Sends one stamped money call.
+    fn execute(&self, call: &RailCall) -> RailOutcome;
+    /// Reads page `page` (from 0) of the list a reconcile pass walks.
+    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError>;
+}

@@ -1,0 +1,202 @@
+//! Boot recovery and the human's edges.
+//!
+//! Before a process serves, every intent left `IN_FLIGHT`, `RECONCILING`, `UNKNOWN` or
+//! `FAILED_TERMINAL` is taken through `LEASE_EXPIRED` and reconcile passes until it is settled
+//! or quarantined. A lease is taken back only once it has expired, so a live process in the
+//! middle of a call keeps its intent (ADR 0003). Waiting is on the engine's clock, bounded.
+
+use crate::executor::{Answer, Engine, EngineError};
+use crate::kill_point;
+use crate::ledger::{ApplyError, Change, IntentKey, LeaseChange};
+use crate::rail::Rail;
+use interlock_machine::{Effect, EntityRef, Event, State};
+use rusqlite::params;
+use serde_json::json;
+
+/// Rounds of boot recovery before it gives up and reports what is left. Each round waits for
+/// the earliest lease expiry or reconcile time, so this bounds the wait as well: six
+/// inconclusive passes (the quarantine threshold) with their back-off fit well inside it.
+pub const RECOVERY_ROUNDS_MAX: u32 = 64;
+/// The longest one round waits, so that progress elsewhere is seen.
+pub const RECOVERY_WAIT_MS_MAX: u64 = 5_000;
+
+/// What boot recovery did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Intents that needed recovery when it began.
+    pub found: usize,
+    /// Leases taken back (`LEASE_EXPIRED`).
+    pub leases_expired: u32,
+    /// Reconcile passes run.
+    pub passes: u32,
+    /// Rounds used.
+    pub rounds: u32,
+    /// Intents still unsettled when the rounds ran out (none when recovery finished).
+    pub unsettled: usize,
+}
+
+impl<R: Rail> Engine<R> {
+    /// Boot recovery: settles or quarantines every intent a crash may have left mid-way.
+    pub fn recover(&self) -> Result<RecoveryReport, EngineError> {
+        let mut report = RecoveryReport::default();
+        for round in 0..RECOVERY_ROUNDS_MAX {
+            kill_point!("during_recovery");
+            let now = self.clock.now_ms();
+            let pending = self.keys_where(
+                "state IN ('IN_FLIGHT', 'RECONCILING', 'UNKNOWN', 'FAILED_TERMINAL') AND ?1 >= 0",
+                now,
+            )?;
+            if round == 0 {
+                report.found = pending.len();
+            }
+            if pending.is_empty() {
+                report.rounds = round;
+                return Ok(report);
+            }
+            let mut wake = now.saturating_add(RECOVERY_WAIT_MS_MAX);
+            for key in &pending {
+                let (state, lease_until, not_before) = self.recovery_view(key)?;
+                match state {
+                    State::InFlight | State::Reconciling => match lease_until {
+                        Some(until) if until > now => wake = wake.min(until),
+                        _ => {
+                            let change = Change {
+                                lease: LeaseChange::Expire,
+                                detail: Some("lease expired: the holder died or stalled".into()),
+                                ..Change::default()
+                            };
+                            match self.ledger.apply(key, &Event::LeaseExpired, now, &change) {
+                                Ok(applied) => {
+                                    report.leases_expired += 1;
+                                    if let Effect::ScheduleReconcile { delay_ms } = applied.effect {
+                                        wake = wake.min(now + delay_ms);
+                                    }
+                                }
+                                Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => {}
+                                Err(error) => return Err(error.into()),
+                            }
+                        }
+                    },
+                    State::Unknown | State::FailedTerminal if not_before <= now => {
+                        self.reconcile(key)?;
+                        report.passes += 1;
+                        wake = now;
+                    }
+                    State::Unknown | State::FailedTerminal => wake = wake.min(not_before),
+                    _ => {}
+                }
+            }
+            let now_after = self.clock.now_ms();
+            if wake > now_after {
+                self.clock
+                    .sleep_ms((wake - now_after).min(RECOVERY_WAIT_MS_MAX));
+            }
+            report.rounds = round + 1;
+        }
+        let now = self.clock.now_ms();
+        report.unsettled = self
+            .keys_where(
+                "state IN ('IN_FLIGHT', 'RECONCILING', 'UNKNOWN', 'FAILED_TERMINAL') AND ?1 >= 0",
+                now,
+            )?
+            .len();
+        Ok(report)
+    }
+
+    fn recovery_view(&self, key: &IntentKey) -> Result<(State, Option<u64>, u64), EngineError> {
+        let conn = self.ledger.conn();
+        let (state, until, not_before): (String, Option<u64>, u64) = conn
+            .query_row(
+                "SELECT state, lease_expires_at, coalesce(reconcile_not_before, 0) FROM intents
+                 WHERE merchant_id = ?1 AND sik = ?2",
+                params![key.merchant_id.as_str(), key.sik.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .map_err(|e| self.ledger.err(e))?;
+        Ok((
+            State::parse(&state).unwrap_or(State::Quarantined),
+            until,
+            not_before,
+        ))
+    }
+
+    /// A human approves a held intent: `HOLD_RELEASED`, then the attempt runs.
+    pub fn approve(&self, key: &IntentKey, by: &str) -> Result<Answer, EngineError> {
+        let change = Change {
+            reason: Some(("APPROVED".into(), format!("approved by {by}"))),
+            context: Some(json!({"by": by})),
+            ..Change::default()
+        };
+        let now = self.clock.now_ms();
+        let applied = self.ledger.apply(key, &Event::HoldReleased, now, &change)?;
+        self.drive(key, applied.effect, Vec::new())
+    }
+
+    /// A human rejects a held intent: `HOLD_REJECTED`, for good.
+    pub fn reject(&self, key: &IntentKey, by: &str, why: &str) -> Result<(), EngineError> {
+        let change = Change {
+            reason: Some(("REJECTED".into(), format!("rejected by {by}: {why}"))),
+            context: Some(json!({"by": by})),
+            ..Change::default()
+        };
+        self.ledger
+            .apply(key, &Event::HoldRejected, self.clock.now_ms(), &change)?;
+        Ok(())
+    }
+
+    /// An operator settles a quarantined intent as applied, naming the rail's entity (which
+    /// must carry the intent's stamp: the operator read it on the rail).
+    pub fn resolve_applied(
+        &self,
+        key: &IntentKey,
+        entity_id: &str,
+        by: &str,
+    ) -> Result<(), EngineError> {
+        let event = Event::OperatorConfirmedApplied {
+            entity: EntityRef {
+                id: entity_id.to_owned(),
+                stamp: Some(key.sik.clone()),
+            },
+        };
+        let change = Change {
+            reason: Some((
+                "OPERATOR_APPLIED".into(),
+                format!("settled as {entity_id} by {by}"),
+            )),
+            context: Some(json!({"by": by})),
+            ..Change::default()
+        };
+        self.ledger
+            .apply(key, &event, self.clock.now_ms(), &change)?;
+        Ok(())
+    }
+
+    /// An operator settles a quarantined intent as not applied. Refused until the rail's lag
+    /// has passed since the last attempt ended, by the engine's clock, not the operator's word.
+    pub fn resolve_not_applied(&self, key: &IntentKey, by: &str) -> Result<(), EngineError> {
+        let now = self.clock.now_ms();
+        let ended: Option<u64> = self
+            .ledger
+            .conn()
+            .query_row(
+                "SELECT max(coalesce(finished_at, started_at)) FROM intent_attempts
+                 WHERE merchant_id = ?1 AND sik = ?2",
+                params![key.merchant_id.as_str(), key.sik.as_str()],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.ledger.err(e))?;
+        let lag_elapsed =
+            ended.is_none_or(|ended| now.saturating_sub(ended) >= self.config.rail_lag_ms);
+        let change = Change {
+            reason: Some((
+                "OPERATOR_NOT_APPLIED".into(),
+                format!("settled as not applied by {by}"),
+            )),
+            context: Some(json!({"by": by})),
+            ..Change::default()
+        };
+        let event = Event::OperatorConfirmedNotApplied { lag_elapsed };
+        self.ledger.apply(key, &event, now, &change)?;
+        Ok(())
+    }
+}

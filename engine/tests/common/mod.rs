@@ -1,0 +1,223 @@
+//! Shared fixtures for the engine's tests: a mandate, a scripted rail, an engine on a fresh
+//! ledger file, and the verdicts over the ledger and the rail.
+#![allow(dead_code)]
+
+use interlock_engine::gates::LiveTool;
+use interlock_engine::memory_rail::MemoryRail;
+use interlock_engine::{Engine, EngineConfig, Ledger, ManualClock};
+use interlock_machine::{Record, invariants};
+use interlock_spec::action::{self, ActionKind, ProposedAction};
+use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::mandate::Mandate;
+use interlock_spec::money::Minor;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// 2023-11-15T00:00:00Z, inside the test mandate's validity.
+pub const T0: u64 = 1_700_006_400_000;
+/// The pin every test tool definition hashes to.
+pub const PIN: &str = "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893";
+pub const SERVER: &str = "razorpay-mcp@0.1.0";
+
+pub fn mandate_yaml() -> String {
+    format!(
+        r#"
+v: 1
+mandate_id: mnd_test
+merchant_id: acc_TEST
+agent_id: agent_test
+issued_at: 1700000000000
+expires_at: 1800000000000
+purpose: "test refunds"
+scope:
+  grants:
+    create_refund:
+      reversibility: irreversible
+      value: {{max_amount_minor: 500000, min_amount_minor: 100, currencies: [INR]}}
+      max_refunds_per_payment: 3
+    create_instant_settlement:
+      reversibility: irreversible
+      value: {{max_amount_minor: 1000000, min_amount_minor: 200, currencies: [INR]}}
+limits:
+  windows:
+    - {{window_ms: 86400000, max_calls: 40, max_amount_minor: 2000000, currency: INR}}
+  fee_budgets:
+    INR: {{window_ms: 86400000, max_fee_minor: 20000}}
+idempotency:
+  create_refund: {{key_fields: [payment_id], window_ms: null}}
+provenance:
+  server_id: "{SERVER}"
+  manifest_sha256: "{PIN}"
+  pinned_manifests:
+    create_refund: {{sha256: "{PIN}", trust_tier: pinned}}
+    create_instant_settlement: {{sha256: "{PIN}", trust_tier: pinned}}
+"#
+    )
+}
+
+pub fn mandate() -> Mandate {
+    Mandate::parse_yaml(&mandate_yaml()).expect("the test mandate validates")
+}
+
+pub fn live() -> LiveTool {
+    LiveTool {
+        server_id: SERVER.to_owned(),
+        sha256: Ok(PIN.to_owned()),
+    }
+}
+
+pub fn refund(payment: &str, amount: u64) -> ProposedAction {
+    refund_args(json!({"payment_id": payment, "amount": amount}))
+}
+
+pub fn refund_args(args: Value) -> ProposedAction {
+    parse(ActionKind::Refund, "create_refund", args)
+}
+
+pub fn settlement(amount: u64) -> ProposedAction {
+    parse(
+        ActionKind::Settlement,
+        "create_instant_settlement",
+        json!({"amount": amount, "settle_full_balance": false}),
+    )
+}
+
+pub fn parse(kind: ActionKind, tool: &str, args: Value) -> ProposedAction {
+    action::parse(
+        kind,
+        AgentId::parse("agent_test").unwrap(),
+        MerchantId::parse("acc_TEST").unwrap(),
+        ToolName::parse(tool).unwrap(),
+        &args,
+    )
+    .expect("test arguments parse")
+}
+
+/// A rail whose calls are recorded, with the ledger's audit head at the moment each arrived.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub clock: Arc<ManualClock>,
+    pub calls: Arc<Mutex<Vec<(u64, Record)>>>,
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            dir: tempfile::tempdir().expect("a temp dir"),
+            clock: Arc::new(ManualClock::new(T0)),
+            calls: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("ledger.db")
+    }
+
+    /// A rail with the standard payments: pay_1002 (189900, none refunded, order paid
+    /// 189900) and pay_2000 (1000000), and a balance of 500000.
+    pub fn rail(&self) -> MemoryRail {
+        let db = self.db();
+        let calls = Arc::clone(&self.calls);
+        let rail = MemoryRail::new(self.clock.clone(), Minor::new(500_000).unwrap()).with_observer(
+            Box::new(move |call| {
+                let head = audit_head(&db);
+                calls.lock().unwrap().push((
+                    head,
+                    Record::RailCall {
+                        sik: call.sik.clone(),
+                        attempt_seq: current_attempt(&db, call.sik.as_str()),
+                    },
+                ));
+            }),
+        );
+        rail.add_payment("pay_1002", 189_900, 0, Some(189_900));
+        rail.add_payment("pay_2000", 1_000_000, 0, None);
+        rail
+    }
+
+    pub fn engine<R: interlock_engine::Rail>(&self, rail: R, instance: &str) -> Engine<R> {
+        self.engine_with(rail, instance, mandate())
+    }
+
+    pub fn engine_with<R: interlock_engine::Rail>(
+        &self,
+        rail: R,
+        instance: &str,
+        mandate: Mandate,
+    ) -> Engine<R> {
+        let ledger = Ledger::open(&self.db()).expect("the ledger opens");
+        Engine::new(
+            ledger,
+            rail,
+            self.clock.clone(),
+            mandate,
+            EngineConfig::new(instance),
+        )
+        .expect("the engine starts")
+    }
+
+    /// The ledger's history with the observed rail calls placed after the audit record that
+    /// was the head when each call arrived.
+    pub fn history(&self, ledger: &Ledger) -> Vec<Record> {
+        let records = ledger.history().expect("history reads");
+        let calls = self.calls.lock().unwrap().clone();
+        let mut merged = Vec::with_capacity(records.len() + calls.len());
+        let mut pending = calls.into_iter().peekable();
+        for record in records {
+            let seq = match &record {
+                Record::Inserted { seq, .. } | Record::Transition { seq, .. } => *seq,
+                Record::RailCall { .. } => 0,
+            };
+            while pending.peek().is_some_and(|(head, _)| *head < seq) {
+                merged.push(pending.next().unwrap().1);
+            }
+            merged.push(record);
+        }
+        merged.extend(pending.map(|(_, record)| record));
+        merged
+    }
+}
+
+/// Every claim, over the real ledger file and the rail's ground truth.
+pub fn assert_all_invariants(world: &World, ledger: &Ledger, rail: &MemoryRail) {
+    let history = world.history(ledger);
+    if let Err(violation) = invariants::check_history(&history) {
+        panic!(
+            "{}: {}\nhistory: {history:#?}",
+            violation.invariant, violation.detail
+        );
+    }
+    let entities = rail.rail_entities();
+    let cores = ledger.cores().expect("cores read");
+    invariants::never_two(&entities).unwrap_or_else(|v| panic!("{}: {}", v.invariant, v.detail));
+    invariants::no_phantom_success(&cores, &entities)
+        .unwrap_or_else(|v| panic!("{}: {}", v.invariant, v.detail));
+    invariants::no_silent_loss(&cores, &entities)
+        .unwrap_or_else(|v| panic!("{}: {}", v.invariant, v.detail));
+    ledger.verify_chain().expect("the audit chain verifies");
+}
+
+fn audit_head(db: &Path) -> u64 {
+    let conn = rusqlite::Connection::open(db).expect("a second connection");
+    conn.query_row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .map(|v| v as u64)
+    .unwrap_or(0)
+}
+
+fn current_attempt(db: &Path, sik: &str) -> u32 {
+    let conn = rusqlite::Connection::open(db).expect("a second connection");
+    conn.query_row(
+        "SELECT attempt_seq FROM intents WHERE sik = ?1",
+        [sik],
+        |row| row.get(0),
+    )
+    .unwrap_or(0)
+}
+
+/// A raw connection for tests that inspect or tamper with the file.
+pub fn raw(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(db).expect("a raw connection")
+}
