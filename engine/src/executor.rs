@@ -571,8 +571,10 @@ impl<R: Rail> Engine<R> {
         };
         assert_eq!(call.sik, key.sik, "an intent's call carries its own stamp");
         let outcome = self.rail.execute(&call);
-        kill_point!("after_call_before_commit");
+        // The call has left and the rail has done whatever it did; its answer dies with us.
+        kill_point!("during_call");
         let (event, change) = classify(&key.sik, attempt_seq, outcome);
+        kill_point!("after_call_before_commit");
         let now = self.clock.now_ms();
         match self.ledger.apply(key, &event, now, &change) {
             Ok(applied) => Ok(Some(applied)),

@@ -199,6 +199,23 @@ impl Ledger {
         Ok(ledger)
     }
 
+    /// The durability settings as SQLite reads them back on this connection.
+    pub fn pragmas(&self) -> Result<Pragmas, LedgerError> {
+        let conn = self.conn();
+        let text = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, String>(0));
+        let number = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0));
+        let read = || -> rusqlite::Result<Pragmas> {
+            Ok(Pragmas {
+                journal_mode: text("journal_mode")?,
+                synchronous: number("synchronous")?,
+                foreign_keys: number("foreign_keys")?,
+                busy_timeout_ms: number("busy_timeout")?,
+                user_version: number("user_version")?,
+            })
+        };
+        read().map_err(|e| self.err(e))
+    }
+
     /// The ledger file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -275,6 +292,21 @@ impl Ledger {
         }
         Err(ApplyError::Contended(describe(key)))
     }
+}
+
+/// What [`Ledger::pragmas`] reads back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pragmas {
+    /// `wal`.
+    pub journal_mode: String,
+    /// 2 (`FULL`).
+    pub synchronous: i64,
+    /// 1 (on).
+    pub foreign_keys: i64,
+    /// [`BUSY_TIMEOUT_MS`].
+    pub busy_timeout_ms: i64,
+    /// How many migrations have run.
+    pub user_version: i64,
 }
 
 /// The parts of an intent row that a transition reads and compares.

@@ -195,3 +195,16 @@ pub trait Rail: Send + Sync {
     /// Reads page `page` (from 0) of the list a reconcile pass walks.
     fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError>;
 }
+
+/// A shared rail is a rail: several engines (processes, in tests) can talk to one.
+impl<R: Rail + ?Sized> Rail for std::sync::Arc<R> {
+    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
+        (**self).resolve(action)
+    }
+    fn execute(&self, call: &RailCall) -> RailOutcome {
+        (**self).execute(call)
+    }
+    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
+        (**self).list_page(query, page)
+    }
+}

@@ -1,0 +1,235 @@
+//! The ledger file keeps its promises: durable settings, forward-only migrations, a schema that
+//! refuses what the machine never produces, and an audit chain that names where it was broken.
+
+mod common;
+
+use common::*;
+use interlock_engine::ledger::{LedgerError, VerifyError};
+use interlock_engine::{Ledger, Outcome};
+
+#[test]
+fn the_ledger_opens_only_in_a_durable_configuration() {
+    let world = World::new();
+    let ledger = Ledger::open(&world.db()).unwrap();
+    let pragmas = ledger.pragmas().unwrap();
+    assert_eq!(pragmas.journal_mode, "wal");
+    assert_eq!(pragmas.synchronous, 2, "synchronous=FULL");
+    assert_eq!(pragmas.foreign_keys, 1);
+    assert_eq!(pragmas.busy_timeout_ms, 5_000);
+    assert_eq!(pragmas.user_version, 1);
+    for memory in [":memory:", ""] {
+        let error = Ledger::open(std::path::Path::new(memory)).unwrap_err();
+        assert!(
+            matches!(&error, LedgerError::Unsafe { problem, .. } if problem.contains("in-memory")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
+    let world = World::new();
+    drop(Ledger::open(&world.db()).unwrap());
+    raw(&world.db())
+        .pragma_update(None, "user_version", 7)
+        .unwrap();
+    let error = Ledger::open(&world.db()).unwrap_err().to_string();
+    assert!(
+        error.contains("schema version 7 was written by a newer Interlock"),
+        "{error}"
+    );
+    let version: i64 = raw(&world.db())
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 7);
+    // Reopening a current ledger runs no migration twice.
+    let other = World::new();
+    drop(Ledger::open(&other.db()).unwrap());
+    assert_eq!(
+        Ledger::open(&other.db())
+            .unwrap()
+            .pragmas()
+            .unwrap()
+            .user_version,
+        1
+    );
+}
+
+fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<usize> {
+    let mut columns = vec![
+        ("merchant_id", "'acc_TEST'"),
+        ("sik", "'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'"),
+        ("tool", "'create_refund'"),
+        ("kind", "'REFUND'"),
+        ("subject_id", "'pay_1'"),
+        ("amount_minor", "100"),
+        ("currency", "'INR'"),
+        ("reversibility", "'irreversible'"),
+        ("call_json", "'{}'"),
+        ("state", "'PROPOSED'"),
+        ("attempt_seq", "0"),
+        ("reconcile_inconclusive", "0"),
+        ("reason_code", "''"),
+        ("reason", "''"),
+        (
+            "mandate_hash",
+            "'0000000000000000000000000000000000000000000000000000000000000000'",
+        ),
+        ("audit_seq", "1"),
+        ("first_seen_at", "1"),
+        ("updated_at", "1"),
+    ];
+    for (name, value) in overrides {
+        columns.iter_mut().find(|(n, _)| n == name).unwrap().1 = value;
+    }
+    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+    let values: Vec<&str> = columns.iter().map(|(_, v)| *v).collect();
+    raw(db).execute(
+        &format!(
+            "INSERT INTO intents ({}) VALUES ({})",
+            names.join(", "),
+            values.join(", ")
+        ),
+        [],
+    )
+}
+
+#[test]
+fn the_schema_refuses_what_the_machine_never_writes() {
+    let world = World::new();
+    drop(Ledger::open(&world.db()).unwrap());
+    let db = world.db();
+    let refused = [
+        (
+            vec![("amount_minor", "1.5")],
+            "cannot store REAL value in INTEGER column",
+        ),
+        (
+            vec![("amount_minor", "'one hundred'")],
+            "cannot store TEXT value in INTEGER column",
+        ),
+        (vec![("amount_minor", "0")], "CHECK constraint failed"),
+        (vec![("currency", "'inr'")], "CHECK constraint failed"),
+        (vec![("sik", "'AAAA'")], "CHECK constraint failed"),
+        (vec![("state", "'DONE'")], "CHECK constraint failed"),
+        (
+            vec![("state", "'APPLIED'"), ("attempt_seq", "1")],
+            "CHECK constraint failed",
+        ),
+        (vec![("state", "'IN_FLIGHT'")], "CHECK constraint failed"),
+        (
+            vec![("state", "'HELD'"), ("attempt_seq", "2")],
+            "CHECK constraint failed",
+        ),
+    ];
+    for (overrides, expected) in refused {
+        let Err(error) = insert(&db, &overrides) else {
+            panic!("{overrides:?} was accepted");
+        };
+        let error = error.to_string();
+        assert!(error.contains(expected), "{overrides:?}: {error}");
+    }
+    assert_eq!(insert(&db, &[]).unwrap(), 1);
+    let finding = raw(&db)
+        .execute(
+            "INSERT INTO recon_findings (merchant_id, sik, attempt_seq, outcome, pages_scanned,
+                pagination_exhausted, lag_elapsed, queried_at, detail_json)
+             VALUES ('acc_TEST', 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 1, 'CONFIRMED_NOT_APPLIED', 1, 0, 1, 1, '{}')",
+            [],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(finding.contains("CHECK constraint failed"), "{finding}");
+    let append_only = raw(&db).execute("DELETE FROM audit_log", []);
+    assert!(append_only.is_ok(), "an empty log deletes nothing");
+}
+
+/// A ledger with eight audit records: two refunds, each PROPOSED, AUTHORIZED, IN_FLIGHT, APPLIED.
+fn busy_ledger() -> World {
+    let world = World::new();
+    let engine = world.engine(world.rail(), "p1");
+    for (payment, amount) in [("pay_1002", 50_000), ("pay_2000", 70_000)] {
+        let answer = engine
+            .propose(&refund(payment, amount), Some(&live()))
+            .unwrap();
+        assert_eq!(answer.outcome, Outcome::Applied);
+    }
+    assert_eq!(engine.ledger().verify_chain().unwrap().records, 8);
+    world
+}
+
+fn tamper(world: &World, sql: &str) -> u64 {
+    let conn = raw(&world.db());
+    conn.execute_batch("DROP TRIGGER audit_log_no_update; DROP TRIGGER audit_log_no_delete;")
+        .unwrap();
+    conn.execute_batch(sql).unwrap();
+    drop(conn);
+    match Ledger::open(&world.db()) {
+        Err(LedgerError::ChainBroken { broken, .. }) => broken.seq,
+        Err(other) => panic!("{other}"),
+        Ok(ledger) => match ledger.verify_chain() {
+            Err(VerifyError::Broken(broken)) => broken.seq,
+            other => panic!("tampering went unnoticed: {other:?}"),
+        },
+    }
+}
+
+#[test]
+fn a_flipped_byte_is_found_at_its_record() {
+    let world = busy_ledger();
+    let seq = tamper(
+        &world,
+        "UPDATE audit_log SET payload_json = replace(payload_json, '50000', '50001') WHERE seq = 1",
+    );
+    assert_eq!(seq, 1);
+    let world = busy_ledger();
+    assert_eq!(
+        tamper(&world, "UPDATE audit_log SET ts = ts + 1 WHERE seq = 6"),
+        6
+    );
+}
+
+#[test]
+fn a_deleted_record_is_found_where_it_was() {
+    let world = busy_ledger();
+    assert_eq!(tamper(&world, "DELETE FROM audit_log WHERE seq = 4"), 4);
+}
+
+#[test]
+fn two_swapped_records_are_found_at_the_first() {
+    let world = busy_ledger();
+    let seq = tamper(
+        &world,
+        "UPDATE audit_log SET seq = 1000 WHERE seq = 3;
+         UPDATE audit_log SET seq = 3 WHERE seq = 2;
+         UPDATE audit_log SET seq = 2 WHERE seq = 1000;",
+    );
+    assert_eq!(seq, 2);
+}
+
+#[test]
+fn a_truncated_tail_is_found_where_the_log_now_ends() {
+    let world = busy_ledger();
+    assert_eq!(tamper(&world, "DELETE FROM audit_log WHERE seq >= 6"), 6);
+    // A truncation that also rewinds the head is still caught: the intents name their records.
+    let world = busy_ledger();
+    let seq = tamper(
+        &world,
+        "DELETE FROM audit_log WHERE seq >= 7;
+         UPDATE audit_head SET seq = 6, hash = (SELECT hash FROM audit_log WHERE seq = 6);",
+    );
+    assert_eq!(seq, 7);
+}
+
+#[test]
+fn the_audit_log_refuses_updates_and_deletes() {
+    let world = busy_ledger();
+    let conn = raw(&world.db());
+    for sql in [
+        "UPDATE audit_log SET ts = 0",
+        "DELETE FROM audit_log WHERE seq = 1",
+    ] {
+        let error = conn.execute(sql, []).unwrap_err().to_string();
+        assert!(error.contains("audit_log is append-only"), "{error}");
+    }
+}
