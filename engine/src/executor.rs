@@ -505,7 +505,7 @@ impl<R: Rail> Engine<R> {
                         }
                         // Someone else started it first: theirs is the attempt.
                         Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => {
-                            return self.state_answer(key, gates);
+                            return self.others_answer(key, gates);
                         }
                         Err(error) => return Err(error.into()),
                     }
@@ -517,7 +517,7 @@ impl<R: Rail> Engine<R> {
                             kill_point!("after_commit_before_ack");
                             applied.effect
                         }
-                        None => return self.state_answer(key, gates),
+                        None => return self.others_answer(key, gates),
                     }
                 }
                 Effect::None
@@ -583,6 +583,21 @@ impl<R: Rail> Engine<R> {
             Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => Ok(None),
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// The answer to a proposal whose work another proposal (or process) did: if the intent is
+    /// applied, this is a replay of that result, not a second success.
+    fn others_answer(
+        &self,
+        key: &IntentKey,
+        gates: Vec<GateResult>,
+    ) -> Result<Answer, EngineError> {
+        let mut answer = self.state_answer(key, gates)?;
+        if answer.outcome == Outcome::Applied {
+            answer.reason_code = ReasonCode::IdempotentReplay;
+            answer.idempotent_replay = true;
+        }
+        Ok(answer)
     }
 
     /// The answer an intent's current state gives.
