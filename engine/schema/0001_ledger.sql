@@ -48,8 +48,49 @@ CREATE TABLE intents (
 ) STRICT, WITHOUT ROWID;
 
 CREATE INDEX intents_by_state ON intents (state, reconcile_not_before);
-CREATE INDEX intents_by_subject ON intents (merchant_id, subject_id);
-CREATE INDEX intents_by_time ON intents (merchant_id, first_seen_at);
+-- G2's in-progress sum and G3's per-payment count read only this index. (Without every column
+-- in it, SQLite's planner preferred walking the merchant's whole primary key.)
+CREATE INDEX intents_by_subject ON intents (merchant_id, subject_id, kind, state, tool, amount_minor);
+-- G3's window counts read only this index (it covers every column they use).
+CREATE INDEX intents_by_window ON intents (merchant_id, currency, first_seen_at, state, amount_minor);
+
+-- The states whose intents count against G3's windows and budgets and G2's in-progress sums:
+-- everything that moved money or still might (held ones too: an approval would move it).
+-- Written once, here; the engine's queries and the triggers below read it.
+CREATE TABLE counted_states (state TEXT PRIMARY KEY) STRICT, WITHOUT ROWID;
+INSERT INTO counted_states (state) VALUES ('HELD'), ('AUTHORIZED'), ('IN_FLIGHT'), ('APPLIED'),
+    ('FAILED_TERMINAL'), ('UNKNOWN'), ('RECONCILING'), ('QUARANTINED');
+
+-- G3's sliding windows, pre-summed per minute of `first_seen_at` so that a window costs one
+-- row per minute plus the intents of its first, partial minute, not one row per intent. Kept
+-- by the triggers below in the transaction that changes the state.
+CREATE TABLE window_buckets (
+    merchant_id TEXT NOT NULL,
+    currency TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    calls INTEGER NOT NULL CHECK (calls >= 0),
+    amount_minor INTEGER NOT NULL CHECK (amount_minor >= 0),
+    PRIMARY KEY (merchant_id, currency, minute)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER window_counts_in AFTER UPDATE OF state ON intents
+WHEN NEW.state IN (SELECT state FROM counted_states)
+    AND OLD.state NOT IN (SELECT state FROM counted_states)
+BEGIN
+    INSERT INTO window_buckets (merchant_id, currency, minute, calls, amount_minor)
+    VALUES (NEW.merchant_id, NEW.currency, NEW.first_seen_at / 60000, 1, NEW.amount_minor)
+    ON CONFLICT (merchant_id, currency, minute) DO UPDATE
+        SET calls = calls + 1, amount_minor = amount_minor + excluded.amount_minor;
+END;
+
+CREATE TRIGGER window_counts_out AFTER UPDATE OF state ON intents
+WHEN OLD.state IN (SELECT state FROM counted_states)
+    AND NEW.state NOT IN (SELECT state FROM counted_states)
+BEGIN
+    UPDATE window_buckets SET calls = calls - 1, amount_minor = amount_minor - OLD.amount_minor
+    WHERE merchant_id = OLD.merchant_id AND currency = OLD.currency
+        AND minute = OLD.first_seen_at / 60000;
+END;
 
 CREATE TABLE intent_attempts (
     merchant_id TEXT NOT NULL,
@@ -67,6 +108,29 @@ CREATE TABLE intent_attempts (
     PRIMARY KEY (merchant_id, sik, attempt_seq),
     FOREIGN KEY (merchant_id, sik) REFERENCES intents (merchant_id, sik)
 ) STRICT, WITHOUT ROWID;
+
+-- G3's fee budget reads only attempts that were charged.
+CREATE INDEX attempts_charged ON intent_attempts (merchant_id, finished_at)
+    WHERE fee_minor + tax_minor > 0;
+
+-- Fees charged, pre-summed per minute of the attempt's end, as for the windows.
+CREATE TABLE fee_buckets (
+    merchant_id TEXT NOT NULL,
+    currency TEXT NOT NULL,
+    minute INTEGER NOT NULL,
+    fee_minor INTEGER NOT NULL CHECK (fee_minor >= 0),
+    PRIMARY KEY (merchant_id, currency, minute)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER fee_counts AFTER UPDATE OF outcome ON intent_attempts
+WHEN OLD.outcome IS NULL AND NEW.outcome IS NOT NULL AND NEW.fee_minor + NEW.tax_minor > 0
+BEGIN
+    INSERT INTO fee_buckets (merchant_id, currency, minute, fee_minor)
+    SELECT NEW.merchant_id, i.currency, NEW.finished_at / 60000, NEW.fee_minor + NEW.tax_minor
+    FROM intents i WHERE i.merchant_id = NEW.merchant_id AND i.sik = NEW.sik
+    ON CONFLICT (merchant_id, currency, minute) DO UPDATE
+        SET fee_minor = fee_minor + excluded.fee_minor;
+END;
 
 CREATE TABLE decisions (
     decision_id TEXT PRIMARY KEY CHECK (length(decision_id) BETWEEN 1 AND 128),

@@ -5,6 +5,7 @@
 //! in the same transaction. [`verify`] walks the log and names the first seq that does not hold:
 //! an edited byte, a deleted row, two swapped rows and a truncated tail are each found there.
 
+use crate::ledger::Cached;
 use interlock_machine::Record;
 use interlock_spec::canonical::canonical_json;
 use interlock_spec::hash::sha256_hex;
@@ -63,7 +64,7 @@ impl From<rusqlite::Error> for VerifyFailure {
 
 pub(crate) fn next_seq(conn: &Connection) -> rusqlite::Result<u64> {
     let head: Option<u64> = conn
-        .query_row("SELECT seq FROM audit_head WHERE id = 1", [], |row| {
+        .row("SELECT seq FROM audit_head WHERE id = 1", [], |row| {
             row.get(0)
         })
         .optional()?;
@@ -78,18 +79,18 @@ pub(crate) fn append(
     payload: &Value,
 ) -> rusqlite::Result<()> {
     let prev: Option<String> = conn
-        .query_row("SELECT hash FROM audit_head WHERE id = 1", [], |row| {
+        .row("SELECT hash FROM audit_head WHERE id = 1", [], |row| {
             row.get(0)
         })
         .optional()?;
     let prev = prev.unwrap_or_else(genesis);
     let hash = record_hash(&prev, seq, ts, kind, payload);
-    conn.execute(
+    conn.exec(
         "INSERT INTO audit_log (seq, ts, kind, payload_json, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![seq, ts, kind, payload.to_string(), prev, hash],
     )?;
-    conn.execute(
+    conn.exec(
         "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
         params![seq, hash],
@@ -140,7 +141,7 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
     }
     let records = expected_seq - 1;
     let head: Option<(u64, String)> = conn
-        .query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |row| {
+        .row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })
         .optional()?;
@@ -160,7 +161,7 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
     }
     // Every row names the audit record of its latest change; none may point past the end.
     let newest: Option<u64> =
-        conn.query_row("SELECT max(audit_seq) FROM intents", [], |row| row.get(0))?;
+        conn.row("SELECT max(audit_seq) FROM intents", [], |row| row.get(0))?;
     if let Some(newest) = newest
         && newest > records
     {

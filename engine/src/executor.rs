@@ -11,8 +11,9 @@
 //!    the answer (one without our stamp is ambiguous); commit; only then answer.
 
 use crate::clock::Clock;
-use crate::gates::{self, GateInput, GateResult, Ladder, LiveTool, ModelGate, Usage, WindowUsage};
+use crate::gates::{self, GateInput, GateResult, Ladder, LiveTool, ModelGate, Usage};
 use crate::kill_point;
+use crate::ledger::Cached;
 use crate::ledger::{
     self, Applied, ApplyError, Change, IntentKey, LeaseChange, Ledger, LedgerError, NewIntent,
 };
@@ -407,7 +408,7 @@ impl<R: Rail> Engine<R> {
         let (subject, currency): (String, String) = self
             .ledger
             .conn()
-            .query_row(
+            .row(
                 "SELECT subject_id, currency FROM intents WHERE merchant_id = ?1 AND sik = ?2",
                 params![key.merchant_id.as_str(), key.sik.as_str()],
                 |row| Ok((row.get(0)?, row.get(1)?)),
@@ -540,7 +541,7 @@ impl<R: Rail> Engine<R> {
             let conn = self.ledger.conn();
             let row = ledger::read_row(&conn, key).map_err(|e| self.ledger.err(e))?;
             let call: Option<String> = conn
-                .query_row(
+                .row(
                     "SELECT call_json FROM intents WHERE merchant_id = ?1 AND sik = ?2",
                     params![key.merchant_id.as_str(), key.sik.as_str()],
                     |row| row.get(0),
@@ -776,65 +777,8 @@ impl<R: Rail> Engine<R> {
         currency: Currency,
         now: u64,
     ) -> Result<Usage, ApplyError> {
-        let err = |e| ApplyError::Ledger(self.ledger.err(e));
-        let merchant = action.merchant_id.as_str();
-        let mut windows = Vec::with_capacity(self.mandate.limits.windows.len());
-        for window in &self.mandate.limits.windows {
-            let since = now.saturating_sub(window.window_ms);
-            let (calls, amount): (u32, u64) = tx
-                .query_row(
-                    &format!(
-                        "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
-                         WHERE merchant_id = ?1 AND currency = ?2 AND first_seen_at > ?3
-                           AND state IN ({COUNTED})"
-                    ),
-                    params![merchant, window.currency.as_str(), since],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .map_err(err)?;
-            windows.push(WindowUsage {
-                calls,
-                amount: Minor::new(amount).unwrap_or(Minor::MAX),
-            });
-        }
-        let mut fees = std::collections::BTreeMap::new();
-        if let Some(budget) = self.mandate.limits.fee_budgets.get(&currency) {
-            let since = now.saturating_sub(budget.window_ms);
-            let spent: u64 = tx
-                .query_row(
-                    "SELECT coalesce(sum(a.fee_minor + a.tax_minor), 0)
-                     FROM intent_attempts a JOIN intents i USING (merchant_id, sik)
-                     WHERE i.merchant_id = ?1 AND i.currency = ?2 AND a.finished_at > ?3",
-                    params![merchant, currency.as_str(), since],
-                    |row| row.get(0),
-                )
-                .map_err(err)?;
-            fees.insert(currency, Minor::new(spent).unwrap_or(Minor::MAX));
-        }
-        let (in_progress, count): (u64, u32) = tx
-            .query_row(
-                &format!(
-                    "SELECT coalesce(sum(CASE WHEN state <> 'APPLIED' THEN amount_minor END), 0),
-                            count(CASE WHEN tool = ?4 THEN 1 END)
-                     FROM intents
-                     WHERE merchant_id = ?1 AND subject_id = ?2 AND kind = ?3
-                       AND state IN ({COUNTED})"
-                ),
-                params![
-                    merchant,
-                    subject,
-                    action.kind.as_str(),
-                    action.tool.as_str()
-                ],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .map_err(err)?;
-        Ok(Usage {
-            windows,
-            fees,
-            subject_in_progress: Minor::new(in_progress).unwrap_or(Minor::MAX),
-            subject_count: count,
-        })
+        crate::usage::read(tx, &self.mandate, action, subject, currency, now)
+            .map_err(|e| ApplyError::Ledger(self.ledger.err(e)))
     }
 
     fn record_decision(
@@ -849,12 +793,12 @@ impl<R: Rail> Engine<R> {
         let number = self.decisions.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("dec_{}_{number}", self.config.instance_id);
         let head: u64 = tx
-            .query_row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
+            .row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
                 row.get(0)
             })
             .map_err(|e| ApplyError::Ledger(self.ledger.err(e)))?;
         let verdict = serde_json::to_value(ladder.verdict).expect("verdicts serialize");
-        tx.execute(
+        tx.exec(
             "INSERT INTO decisions (decision_id, merchant_id, sik, agent_id, tool, mandate_hash,
                 verdict, outcome, reason_code, gates_json, decided_at, audit_seq)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -880,7 +824,7 @@ impl<R: Rail> Engine<R> {
     fn intent_info(&self, key: &IntentKey) -> Result<IntentInfo, EngineError> {
         let conn = self.ledger.conn();
         let info = conn
-            .query_row(
+            .row(
                 "SELECT i.state, i.rail_entity_id, i.reason, i.attempt_seq,
                         (SELECT detail FROM intent_attempts a
                           WHERE a.merchant_id = i.merchant_id AND a.sik = i.sik
@@ -917,11 +861,6 @@ impl<R: Rail> Engine<R> {
         })
     }
 }
-
-/// States whose intents count against windows, budgets and per-payment limits: everything that
-/// moved money or still might (held ones too: an approval would move it).
-pub(crate) const COUNTED: &str = "'HELD', 'AUTHORIZED', 'IN_FLIGHT', 'APPLIED', 'FAILED_TERMINAL', \
-     'UNKNOWN', 'RECONCILING', 'QUARANTINED'";
 
 struct IntentInfo {
     state: State,

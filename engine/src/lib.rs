@@ -7,6 +7,7 @@
 //! - [`executor`]: the exactly-once executor ([`Engine::propose`]).
 //! - [`reconcile`] and [`recovery`]: settling ambiguous outcomes, and boot recovery.
 //! - [`rail`]: the [`Rail`] trait; [`memory_rail`]: a scripted in-memory rail for tests.
+//! - [`usage`]: what G2 and G3 count, from the ledger.
 //! - [`clock`]: time, passed in.
 //!
 //! The engine is synchronous and deterministic given its clock, its rail and its instance id.
@@ -21,6 +22,7 @@ pub mod memory_rail;
 pub mod rail;
 pub mod reconcile;
 pub mod recovery;
+pub mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use executor::{Answer, Engine, EngineConfig, EngineError, Outcome};

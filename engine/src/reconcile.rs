@@ -8,6 +8,7 @@
 
 use crate::executor::{Engine, EngineError};
 use crate::kill_point;
+use crate::ledger::Cached;
 use crate::ledger::{self, ApplyError, Change, Finding, IntentKey, LeaseChange};
 use crate::rail::{ListQuery, Rail, RailError};
 use interlock_machine::{
@@ -148,7 +149,7 @@ impl<R: Rail> Engine<R> {
     fn due(&self, key: &IntentKey) -> Result<Option<Due>, EngineError> {
         let conn = self.ledger.conn();
         let row = conn
-            .query_row(
+            .row(
                 "SELECT i.kind, i.subject_id, coalesce(i.reconcile_not_before, 0),
                         (SELECT a.finished_at FROM intent_attempts a
                           WHERE a.merchant_id = i.merchant_id AND a.sik = i.sik

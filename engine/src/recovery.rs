@@ -7,6 +7,7 @@
 
 use crate::executor::{Answer, Engine, EngineError};
 use crate::kill_point;
+use crate::ledger::Cached;
 use crate::ledger::{ApplyError, Change, IntentKey, LeaseChange};
 use crate::rail::Rail;
 use interlock_machine::{Effect, EntityRef, Event, State};
@@ -106,7 +107,7 @@ impl<R: Rail> Engine<R> {
     fn recovery_view(&self, key: &IntentKey) -> Result<(State, Option<u64>, u64), EngineError> {
         let conn = self.ledger.conn();
         let (state, until, not_before): (String, Option<u64>, u64) = conn
-            .query_row(
+            .row(
                 "SELECT state, lease_expires_at, coalesce(reconcile_not_before, 0) FROM intents
                  WHERE merchant_id = ?1 AND sik = ?2",
                 params![key.merchant_id.as_str(), key.sik.as_str()],
@@ -178,7 +179,7 @@ impl<R: Rail> Engine<R> {
         let ended: Option<u64> = self
             .ledger
             .conn()
-            .query_row(
+            .row(
                 "SELECT max(coalesce(finished_at, started_at)) FROM intent_attempts
                  WHERE merchant_id = ?1 AND sik = ?2",
                 params![key.merchant_id.as_str(), key.sik.as_str()],

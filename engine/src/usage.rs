@@ -1,0 +1,142 @@
+//! What G2 and G3 count, read inside the write transaction that inserts a new intent.
+//!
+//! A sliding window is summed from per-minute buckets (kept by triggers in the same
+//! transaction as each state change) for its whole minutes, plus an exact scan of the intents
+//! in its first, partial minute: exact, and a cost that grows with the window's length in
+//! minutes rather than with the number of intents in it. Debug builds check every figure
+//! against a full scan.
+
+use crate::gates::{Usage, WindowUsage};
+use crate::ledger::Cached;
+use interlock_spec::action::ProposedAction;
+use interlock_spec::mandate::Mandate;
+use interlock_spec::money::{Currency, Minor};
+use rusqlite::{Connection, params};
+use std::collections::BTreeMap;
+
+/// The bucket width of the pre-summed windows.
+pub const BUCKET_MS: u64 = 60_000;
+
+const COUNTED: &str = "state IN (SELECT state FROM counted_states)";
+
+/// Reads the usage `action` is judged against at `now`.
+pub(crate) fn read(
+    conn: &Connection,
+    mandate: &Mandate,
+    action: &ProposedAction,
+    subject: &str,
+    currency: Currency,
+    now: u64,
+) -> rusqlite::Result<Usage> {
+    let merchant = action.merchant_id.as_str();
+    let mut windows = Vec::with_capacity(mandate.limits.windows.len());
+    for window in &mandate.limits.windows {
+        let since = now.saturating_sub(window.window_ms);
+        let (calls, amount) = window_usage(conn, merchant, window.currency.as_str(), since)?;
+        windows.push(WindowUsage {
+            calls: u32::try_from(calls).unwrap_or(u32::MAX),
+            amount: Minor::new(amount).unwrap_or(Minor::MAX),
+        });
+    }
+    let mut fees = BTreeMap::new();
+    if let Some(budget) = mandate.limits.fee_budgets.get(&currency) {
+        let since = now.saturating_sub(budget.window_ms);
+        let spent = fees_spent(conn, merchant, currency.as_str(), since)?;
+        fees.insert(currency, Minor::new(spent).unwrap_or(Minor::MAX));
+    }
+    let (in_progress, count): (u64, u32) = conn.row(
+        &format!(
+            "SELECT coalesce(sum(CASE WHEN state <> 'APPLIED' THEN amount_minor END), 0),
+                    count(CASE WHEN tool = ?4 THEN 1 END)
+             FROM intents
+             WHERE merchant_id = ?1 AND subject_id = ?2 AND kind = ?3 AND {COUNTED}"
+        ),
+        params![
+            merchant,
+            subject,
+            action.kind.as_str(),
+            action.tool.as_str()
+        ],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    Ok(Usage {
+        windows,
+        fees,
+        subject_in_progress: Minor::new(in_progress).unwrap_or(Minor::MAX),
+        subject_count: count,
+    })
+}
+
+/// Calls and amount of counted intents first seen after `since`.
+fn window_usage(
+    conn: &Connection,
+    merchant: &str,
+    currency: &str,
+    since: u64,
+) -> rusqlite::Result<(u64, u64)> {
+    // Minutes wholly after `since` come from the buckets; the minute holding `since` is scanned.
+    let first_whole = since / BUCKET_MS + 1;
+    let (bucket_calls, bucket_amount): (u64, u64) = conn.row(
+        "SELECT coalesce(sum(calls), 0), coalesce(sum(amount_minor), 0) FROM window_buckets
+         WHERE merchant_id = ?1 AND currency = ?2 AND minute >= ?3",
+        params![merchant, currency, first_whole],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let (edge_calls, edge_amount): (u64, u64) = conn.row(
+        &format!(
+            "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+             WHERE merchant_id = ?1 AND currency = ?2 AND first_seen_at > ?3
+               AND first_seen_at < ?4 AND {COUNTED}"
+        ),
+        params![merchant, currency, since, first_whole * BUCKET_MS],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let usage = (bucket_calls + edge_calls, bucket_amount + edge_amount);
+    if cfg!(debug_assertions) {
+        let scanned: (u64, u64) = conn.row(
+            &format!(
+                "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+                 WHERE merchant_id = ?1 AND currency = ?2 AND first_seen_at > ?3 AND {COUNTED}"
+            ),
+            params![merchant, currency, since],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        assert_eq!(usage, scanned, "window buckets disagree with the intents");
+    }
+    Ok(usage)
+}
+
+/// Fees and tax charged on attempts that ended after `since`.
+fn fees_spent(
+    conn: &Connection,
+    merchant: &str,
+    currency: &str,
+    since: u64,
+) -> rusqlite::Result<u64> {
+    let first_whole = since / BUCKET_MS + 1;
+    let buckets: u64 = conn.row(
+        "SELECT coalesce(sum(fee_minor), 0) FROM fee_buckets
+         WHERE merchant_id = ?1 AND currency = ?2 AND minute >= ?3",
+        params![merchant, currency, first_whole],
+        |row| row.get(0),
+    )?;
+    let charged = |upper: Option<u64>| -> rusqlite::Result<u64> {
+        conn.row(
+            "SELECT coalesce(sum(a.fee_minor + a.tax_minor), 0)
+             FROM intent_attempts a JOIN intents i USING (merchant_id, sik)
+             WHERE a.merchant_id = ?1 AND a.finished_at > ?3 AND a.finished_at < ?4
+               AND a.fee_minor + a.tax_minor > 0 AND i.currency = ?2",
+            params![merchant, currency, since, upper.unwrap_or(u64::MAX >> 1)],
+            |row| row.get(0),
+        )
+    };
+    let spent = buckets + charged(Some(first_whole * BUCKET_MS))?;
+    if cfg!(debug_assertions) {
+        assert_eq!(
+            spent,
+            charged(None)?,
+            "fee buckets disagree with the attempts"
+        );
+    }
+    Ok(spent)
+}
