@@ -11,6 +11,7 @@ pub mod limits;
 pub mod model;
 pub mod provenance;
 pub mod scope;
+pub mod unresolvable;
 pub mod value;
 
 use crate::rail::Referent;

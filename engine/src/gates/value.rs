@@ -5,8 +5,6 @@
 
 use super::{Gate, GateInput, GateResult};
 use crate::rail::Referent;
-use interlock_machine::Verdict;
-use interlock_spec::mandate::OnUnresolvable;
 use interlock_spec::money::Minor;
 use interlock_spec::reason::ReasonCode;
 
@@ -22,23 +20,7 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
     };
     let referent = match input.referent {
         Ok(referent) => referent,
-        Err(why) => {
-            let (verdict, code, then) = match grant.on_unresolvable() {
-                OnUnresolvable::Hold => (
-                    Verdict::Hold,
-                    ReasonCode::ReferentUnresolvableHeld,
-                    "held for a human to approve",
-                ),
-                OnUnresolvable::Block => (
-                    Verdict::Block,
-                    ReasonCode::ReferentUnresolvableBlocked,
-                    "refused; retry when the rail can be read",
-                ),
-            };
-            let message =
-                format!("the rail could not confirm what this call is about ({why}); {then}");
-            return GateResult::new(Gate::G2, verdict, code, message);
-        }
+        Err(why) => return super::unresolvable::judge(grant, why),
     };
     let (amount, currency) = (action.amount, referent.currency());
     let limit = &grant.value;
