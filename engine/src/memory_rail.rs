@@ -81,6 +81,7 @@ struct State {
     fee_bps: u64,
     executed: Vec<RailCall>,
     lists: u64,
+    settlements_unlistable: bool,
 }
 
 /// Called with each call the rail receives, before it does anything: tests record
@@ -110,6 +111,7 @@ impl MemoryRail {
                 fee_bps: 0,
                 executed: Vec::new(),
                 lists: 0,
+                settlements_unlistable: false,
             }),
             clock,
             observer: None,
@@ -172,6 +174,12 @@ impl MemoryRail {
     /// Lists hide entities younger than `ms` (read-replica lag).
     pub fn set_read_lag(&self, ms: u64) {
         self.state().read_lag_ms = ms;
+    }
+
+    /// Settlement lists carry no stamps (as on a rail whose settlement objects drop notes), so
+    /// a settlement cannot be reconciled by stamp.
+    pub fn set_settlements_unlistable(&self, unlistable: bool) {
+        self.state().settlements_unlistable = unlistable;
     }
 
     /// Lists return at most `n` items per page.
@@ -388,6 +396,11 @@ impl Rail for MemoryRail {
             state.list_failures = state.list_failures.saturating_sub(1);
             return Err(RailError::Unavailable(
                 "GATEWAY_ERROR: partition".to_owned(),
+            ));
+        }
+        if query.kind == ActionKind::Settlement && state.settlements_unlistable {
+            return Err(RailError::NotReconcilable(
+                "settlements on this rail carry no notes".to_owned(),
             ));
         }
         let now = self.clock.now_ms();

@@ -271,3 +271,52 @@ fn a_refund_killed_at_each_point_is_applied_exactly_once_after_recovery() {
     }
     scenario.teardown();
 }
+
+/// A process that died holding a lease keeps it until it expires: recovery in another process
+/// waits for the expiry (on the engine's clock) rather than take the intent early.
+#[test]
+fn recovery_takes_back_a_lease_only_after_it_expires() {
+    let scenario = FailScenario::setup();
+    let world = World::new();
+    let rail = Arc::new(world.rail());
+    let first = world.engine(Arc::clone(&rail), "p_dead");
+    fail::cfg("after_wal_before_call", "1*return").unwrap();
+    let killed = first.propose(&refund("pay_1002", 50_000), Some(&live()));
+    assert!(matches!(
+        killed,
+        Err(EngineError::Killed("after_wal_before_call"))
+    ));
+    fail::remove("after_wal_before_call");
+    drop(first);
+    let expires: u64 = raw(&world.db())
+        .query_row("SELECT lease_expires_at FROM intents", [], |row| row.get(0))
+        .unwrap();
+    let started = interlock_engine::Clock::now_ms(&*world.clock);
+    let second = world.engine(Arc::clone(&rail), "p_next");
+    second.recover().unwrap();
+    let expired_at: u64 = raw(&world.db())
+        .query_row(
+            "SELECT ts FROM audit_log WHERE kind = 'LEASE_EXPIRED'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(
+        expired_at >= expires,
+        "taken at {expired_at}, the lease ran to {expires}"
+    );
+    assert!(expires - started >= 30_000, "the default lease is 30 s");
+    // Nothing was ever sent: the reconcile proves absence, and the retry pays once.
+    assert!(rail.executed().is_empty());
+    let retry = second
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(
+        retry.outcome,
+        interlock_engine::Outcome::Applied,
+        "{retry:?}"
+    );
+    assert_eq!(rail.entities().len(), 1);
+    assert_all_invariants(&world, second.ledger(), &rail);
+    scenario.teardown();
+}

@@ -318,3 +318,24 @@ fn a_settlement_is_bounded_by_the_balance_and_drawn_from_it() {
     );
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
+
+#[test]
+fn a_settlement_that_cannot_be_reconciled_by_stamp_waits_for_a_human() {
+    let world = World::new();
+    let rail = world.rail();
+    rail.set_settlements_unlistable(true);
+    rail.script([ExecFault::TimeoutAfterApply]);
+    let engine = world.engine(rail, "p1");
+    let answer = engine.propose(&settlement(100_000), Some(&live())).unwrap();
+    assert_eq!(answer.outcome, Outcome::Unknown);
+    let report = engine.recover().unwrap();
+    assert_eq!(report.passes, 1, "one pass, then a human: {report:?}");
+    let retry = engine.propose(&settlement(100_000), Some(&live())).unwrap();
+    assert_eq!(retry.outcome, Outcome::Quarantined, "{retry:?}");
+    assert_eq!(engine.rail().executed().len(), 1, "never sent again");
+    let finding: String = raw(&world.db())
+        .query_row("SELECT outcome FROM recon_findings", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(finding, "QUARANTINED");
+    assert_all_invariants(&world, engine.ledger(), engine.rail());
+}
