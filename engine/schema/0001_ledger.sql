@@ -133,7 +133,9 @@ BEGIN
 END;
 
 CREATE TABLE decisions (
-    decision_id TEXT PRIMARY KEY CHECK (length(decision_id) BETWEEN 1 AND 128),
+    id INTEGER PRIMARY KEY,
+    -- The engine instance (process start) that decided.
+    instance_id TEXT NOT NULL CHECK (length(instance_id) BETWEEN 1 AND 64),
     merchant_id TEXT NOT NULL,
     -- The key the action would have; a refusal has no intent row behind it.
     sik TEXT CHECK (sik IS NULL OR length(sik) = 32),

@@ -29,7 +29,6 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Margin between the end of the longest rail call and the lease's expiry: a lease is never
 /// taken back from a holder whose call could still be running.
@@ -175,7 +174,6 @@ pub struct Engine<R: Rail> {
     pub(crate) mandate_hash: String,
     pub(crate) config: EngineConfig,
     model: Option<Box<dyn ModelGate>>,
-    decisions: AtomicU64,
 }
 
 impl<R: Rail> Engine<R> {
@@ -199,7 +197,6 @@ impl<R: Rail> Engine<R> {
             mandate_hash,
             config,
             model: None,
-            decisions: AtomicU64::new(0),
         })
     }
 
@@ -790,8 +787,6 @@ impl<R: Rail> Engine<R> {
         outcome: &str,
         now: u64,
     ) -> Result<(), ApplyError> {
-        let number = self.decisions.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("dec_{}_{number}", self.config.instance_id);
         let head: u64 = tx
             .row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
                 row.get(0)
@@ -799,11 +794,11 @@ impl<R: Rail> Engine<R> {
             .map_err(|e| ApplyError::Ledger(self.ledger.err(e)))?;
         let verdict = serde_json::to_value(ladder.verdict).expect("verdicts serialize");
         tx.exec(
-            "INSERT INTO decisions (decision_id, merchant_id, sik, agent_id, tool, mandate_hash,
+            "INSERT INTO decisions (instance_id, merchant_id, sik, agent_id, tool, mandate_hash,
                 verdict, outcome, reason_code, gates_json, decided_at, audit_seq)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
-                id,
+                self.config.instance_id,
                 action.merchant_id.as_str(),
                 key.map(|k| k.sik.as_str()),
                 action.agent_id.as_str(),
