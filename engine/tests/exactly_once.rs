@@ -316,6 +316,24 @@ fn a_settlement_is_bounded_by_the_balance_and_drawn_from_it() {
         "{}",
         over.message
     );
+    // A refusal is decided and recorded, but creates no intent (ADR 0004, decision 5).
+    let (outcome, code, sik): (String, String, Option<String>) = raw(&world.db())
+        .query_row(
+            "SELECT outcome, reason_code, sik FROM decisions ORDER BY id DESC LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (outcome.as_str(), code.as_str()),
+        ("REFUSED", "SETTLEMENT_EXCEEDS_BALANCE")
+    );
+    assert_eq!(sik.as_deref(), over.sik.as_ref().map(|s| s.as_str()));
+    assert_eq!(
+        engine.ledger().cores().unwrap().len(),
+        1,
+        "only the applied settlement"
+    );
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
 
