@@ -741,7 +741,12 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
             .map_err(|e| sqlite(path, e))
     };
     // synchronous: 2 = FULL. foreign_keys: 1 = ON.
-    for (name, expected) in [("synchronous", 2), ("foreign_keys", 1)] {
+    let busy = BUSY_TIMEOUT_MS as i64;
+    for (name, expected) in [
+        ("synchronous", 2),
+        ("foreign_keys", 1),
+        ("busy_timeout", busy),
+    ] {
         let value = read(name)?;
         if value != expected {
             return Err(unsafe_ledger(

@@ -108,3 +108,38 @@ fn concurrent_refunds_cannot_together_exceed_a_window() {
     }
     assert_eq!(rail.entities().len(), 1);
 }
+
+#[test]
+fn one_engine_shared_by_threads_makes_one_rail_call_per_refund() {
+    // The proxy serves calls concurrently on one engine: the same race, inside one process.
+    let world = World::new();
+    let rail = Arc::new(world.rail());
+    let engine = world.engine(Arc::clone(&rail), "shared");
+    const THREADS: usize = 4;
+    for round in 0..ROUNDS {
+        let payment = format!("pay_same{round}");
+        rail.add_payment(&payment, 100_000, 0, None);
+        let barrier = &Barrier::new(THREADS);
+        let (engine, payment) = (&engine, payment.as_str());
+        let answers: Vec<Answer> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    s.spawn(move || {
+                        barrier.wait();
+                        engine
+                            .propose(&refund(payment, 10_000), Some(&live()))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let applied = answers
+            .iter()
+            .filter(|a| a.reason_code == ReasonCode::Applied)
+            .count();
+        assert_eq!(applied, 1, "round {round}: {answers:?}");
+    }
+    assert_eq!(rail.executed().len() as u64, ROUNDS);
+    assert_all_invariants(&world, engine.ledger(), &rail);
+}
