@@ -30,6 +30,9 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     serve: ServeArgs,
+    /// Log level on stderr: error, warn, info, debug or trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info", global = true)]
+    log_level: String,
 }
 
 #[derive(Subcommand)]
@@ -65,9 +68,6 @@ struct ServeArgs {
     /// Tax on every fee, basis points of the fee.
     #[arg(long, value_name = "BPS", default_value_t = FeeRates::default().tax_bps)]
     tax_bps: u32,
-    /// Log level on stderr: error, warn, info, debug or trace.
-    #[arg(long, value_name = "LEVEL", default_value = "info")]
-    log_level: String,
 }
 
 fn one_line(text: &str) -> String {
@@ -93,12 +93,12 @@ fn main() -> ExitCode {
             return fail(EXIT_STARTUP, first.trim_start_matches("error: "));
         }
     };
-    let level = match cli.serve.log_level.parse::<LevelFilter>() {
+    let level = match cli.log_level.parse::<LevelFilter>() {
         Ok(level) => level,
         Err(_) => {
             return fail(
                 EXIT_STARTUP,
-                &format!("--log-level: unknown level {:?}", cli.serve.log_level),
+                &format!("--log-level: unknown level {:?}", cli.log_level),
             );
         }
     };
