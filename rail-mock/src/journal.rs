@@ -762,6 +762,11 @@ impl Journal {
     /// Everything in the journal as JSON, for `inspect`: entities as the API returns them, in the
     /// order they were committed, plus the balance and the call counters.
     pub fn dump(&self) -> Result<Value, RailError> {
+        // One read transaction: a consistent snapshot even while other processes write.
+        let snapshot = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| server_error("dump", e))?;
         let (balance, currency) = self.balance()?;
         let mut payments = Vec::new();
         {
@@ -838,6 +843,7 @@ impl Journal {
                 counters.insert(key, json!(value));
             }
         }
+        snapshot.finish().map_err(|e| server_error("dump", e))?;
         Ok(json!({
             "journal": self.label,
             "currency": currency,

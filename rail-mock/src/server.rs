@@ -297,7 +297,19 @@ impl ServerHandler for RailServer {
                 None,
             ));
         };
-        let result = match self.run(tool, request.arguments).await {
+        // The call runs in its own task: once the rail has received a call it works it to the
+        // end, even if the client cancels or gives up waiting (as a real rail would). rmcp 3.11
+        // only signals the request's token on `notifications/cancelled`, which we ignore; the
+        // task keeps that promise from depending on how rmcp treats handler futures.
+        let this = self.clone();
+        let args = request.arguments;
+        let outcome = tokio::spawn(async move { this.run(tool, args).await })
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!("call task failed: {e}");
+                Err(RailError::server())
+            });
+        let result = match outcome {
             Ok(value) => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
             Err(e) => {
                 tracing::info!(tool = tool.as_str(), "answering isError: {e}");

@@ -348,6 +348,29 @@ async fn slow_delays_every_call() {
 }
 
 #[tokio::test]
+async fn a_call_the_client_gives_up_on_is_still_worked_to_its_end() {
+    let journal = fresh_journal("cancelled");
+    let mock = spawn_demo(&journal, "slow=600").await;
+    let answer = mock
+        .call_within(
+            Duration::from_millis(150),
+            "create_refund",
+            refund(1_000, "a"),
+        )
+        .await;
+    assert!(answer.is_err(), "the client gives up first");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while refunds_of(&inspect(&journal), "pay_1005").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the refund the client gave up on never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    mock.close().await;
+}
+
+#[tokio::test]
 async fn call_numbers_survive_a_restart() {
     let journal = fresh_journal("numbering");
     let faults = "http_5xx_not_applied@3,partition@2";
