@@ -142,6 +142,8 @@ pub struct Journal {
     /// Second connection (synchronous=NORMAL) for call counters; `None` for an in-memory journal.
     counters: Option<Connection>,
     label: String,
+    /// The seed's currency, fixed once seeded (read once at open).
+    currency: String,
 }
 
 /// Unix time now, in milliseconds. The mock is the rail, not our money path: it may read the clock.
@@ -243,9 +245,11 @@ impl Journal {
                     conn,
                     counters: None,
                     label: label.clone(),
+                    currency: String::new(),
                 };
                 journal.configure(false)?;
                 journal.initialise(Some(seed))?;
+                journal.load_currency()?;
                 Ok(journal)
             }
             JournalLocation::File(path) => Journal::open_file(path, seed),
@@ -274,9 +278,11 @@ impl Journal {
             conn,
             counters: None,
             label: label.clone(),
+            currency: String::new(),
         };
         journal.configure(true)?;
         journal.initialise(seed)?;
+        journal.load_currency()?;
         let counters = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -383,12 +389,18 @@ impl Journal {
         &self.label
     }
 
-    fn currency(&self) -> Result<String, RailError> {
-        self.conn
+    fn load_currency(&mut self) -> Result<(), JournalError> {
+        self.currency = self
+            .conn
             .query_row("SELECT value FROM meta WHERE key = 'currency'", [], |r| {
                 r.get(0)
             })
-            .map_err(|e| server_error("currency", e))
+            .map_err(|e| self.sql_error("currency", e))?;
+        Ok(())
+    }
+
+    fn currency(&self) -> Result<String, RailError> {
+        Ok(self.currency.clone())
     }
 
     /// Count one call of `class`, durably, and return its number (the first call is 1).
