@@ -360,12 +360,15 @@ pub enum ServeError {
 /// Serve MCP on stdin/stdout until stdin closes. stdout carries only JSON-RPC.
 pub async fn serve_stdio(journal: Journal, config: RailConfig) -> Result<(), ServeError> {
     let (closed_tx, closed_rx) = watch::channel(false);
+    // Non-blocking pipes when stdin/stdout are FIFOs (as an MCP client launches us): no
+    // blocking-pool hand-off per message. Falls back to tokio's blocking stdio otherwise.
+    let (reader, writer) = rmcp::transport::io::stdio_pipes();
     let stdin = EofSignal {
-        inner: tokio::io::stdin(),
+        inner: reader,
         closed: closed_tx,
     };
     let server = RailServer::new(journal, config, closed_rx);
-    let running = match server.serve((stdin, tokio::io::stdout())).await {
+    let running = match server.serve((stdin, writer)).await {
         Ok(running) => running,
         Err(ServerInitializeError::ConnectionClosed(why)) => {
             tracing::info!("stdin closed before initialize ({why})");
