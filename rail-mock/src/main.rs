@@ -1,5 +1,6 @@
 //! The `interlock-rail-mock` binary: serve the mock rail on stdio, or `inspect` a journal.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -121,11 +122,15 @@ fn inspect(path: PathBuf) -> ExitCode {
     };
     match journal.dump() {
         Ok(dump) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&dump).unwrap_or_default()
-            );
-            ExitCode::from(u8::try_from(EXIT_OK).unwrap_or(0))
+            let text = serde_json::to_string_pretty(&dump).unwrap_or_default();
+            let mut out = std::io::stdout().lock();
+            match writeln!(out, "{text}").and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::from(u8::try_from(EXIT_OK).unwrap_or(0)),
+                Err(e) => fail(
+                    EXIT_RUNTIME,
+                    &format!("inspect: cannot write to stdout: {e}"),
+                ),
+            }
         }
         Err(e) => fail(EXIT_RUNTIME, &format!("inspect: {e}")),
     }
