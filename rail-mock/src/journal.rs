@@ -29,6 +29,10 @@ use crate::seed::{
 
 /// How long a connection waits for another process's write lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many times opening a journal is tried while another process holds a lock.
+pub const OPEN_ATTEMPTS: u32 = 100;
+/// The pause between two such tries (so at most ~2 s in all).
+pub const OPEN_RETRY_DELAY: Duration = Duration::from_millis(20);
 /// The schema version written to `meta`; a journal of another version is refused.
 pub const SCHEMA_VERSION: &str = "1";
 /// Digits after the `MOCK` of a generated id (`rfnd_MOCK0000000001`: 14 characters after `rfnd_`).
@@ -133,7 +137,26 @@ pub enum JournalError {
         path: String,
         /// SQLite's message, with context.
         message: String,
+        /// Another connection held a lock (worth retrying while opening).
+        busy: bool,
     },
+}
+
+fn sqlite_error(path: &str, context: &str, e: &rusqlite::Error) -> JournalError {
+    let busy = matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    );
+    let message = if context.is_empty() {
+        e.to_string()
+    } else {
+        format!("{context}: {e}")
+    };
+    JournalError::Sqlite {
+        path: path.to_owned(),
+        message,
+        busy,
+    }
 }
 
 /// The journal.
@@ -236,10 +259,7 @@ impl Journal {
             JournalLocation::Memory => {
                 let seed = seed.ok_or(JournalError::MemoryNeedsSeed)?;
                 let label = ":memory:".to_owned();
-                let sql = |e: rusqlite::Error| JournalError::Sqlite {
-                    path: label.clone(),
-                    message: e.to_string(),
-                };
+                let sql = |e: rusqlite::Error| sqlite_error(&label, "", &e);
                 let conn = Connection::open_in_memory().map_err(sql)?;
                 let mut journal = Journal {
                     conn,
@@ -256,7 +276,23 @@ impl Journal {
         }
     }
 
+    /// Open a file journal, retrying while another process holds a lock: two mocks started at
+    /// once on a fresh file race to switch it to WAL and to seed it, and SQLite answers the loser
+    /// `database is locked` without waiting on the busy timeout.
     fn open_file(path: &Path, seed: Option<&Seed>) -> Result<Journal, JournalError> {
+        let mut attempt = 1;
+        loop {
+            match Journal::open_file_once(path, seed) {
+                Err(JournalError::Sqlite { busy: true, .. }) if attempt < OPEN_ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(OPEN_RETRY_DELAY);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_file_once(path: &Path, seed: Option<&Seed>) -> Result<Journal, JournalError> {
         let label = path.display().to_string();
         let exists = path.exists();
         if !exists && seed.is_none() {
@@ -269,10 +305,7 @@ impl Journal {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
-        let sql = |e: rusqlite::Error| JournalError::Sqlite {
-            path: label.clone(),
-            message: e.to_string(),
-        };
+        let sql = |e: rusqlite::Error| sqlite_error(&label, "", &e);
         let conn = Connection::open_with_flags(path, flags).map_err(sql)?;
         let mut journal = Journal {
             conn,
@@ -297,10 +330,7 @@ impl Journal {
     }
 
     fn sql_error(&self, context: &str, e: rusqlite::Error) -> JournalError {
-        JournalError::Sqlite {
-            path: self.label.clone(),
-            message: format!("{context}: {e}"),
-        }
+        sqlite_error(&self.label, context, &e)
     }
 
     /// Pragmas, checked after setting: WAL (files only), synchronous=FULL, busy timeout, FKs.
@@ -338,10 +368,7 @@ impl Journal {
     /// Create the schema and seed an empty journal, in one IMMEDIATE transaction.
     fn initialise(&mut self, seed: Option<&Seed>) -> Result<(), JournalError> {
         let label = self.label.clone();
-        let err = |context: &str, e: rusqlite::Error| JournalError::Sqlite {
-            path: label.clone(),
-            message: format!("{context}: {e}"),
-        };
+        let err = |context: &str, e: rusqlite::Error| sqlite_error(&label, context, &e);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

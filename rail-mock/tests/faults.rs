@@ -515,6 +515,39 @@ where
     done.into_iter().flatten().collect()
 }
 
+/// Mocks started at the same instant on a fresh journal all come up (one seeds, the others see
+/// the same seed); SQLite's `database is locked` during the WAL switch is retried.
+#[test]
+fn mocks_started_together_on_a_fresh_journal_all_come_up() {
+    const ROUNDS: usize = 5;
+    const PROCESSES: usize = 3;
+    for round in 0..ROUNDS {
+        let journal = fresh_journal(&format!("together-{round}"));
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|_| {
+                Command::new(BIN)
+                    .arg("--journal")
+                    .arg(&journal)
+                    .args(["--seed", "demo", "--log-level", "error"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(inspect(&journal)["balance"], 2_500_000);
+    }
+}
+
 /// An orphaned mock (its client gone, stdin closed) exits promptly, even mid-hang.
 #[test]
 fn the_mock_exits_when_stdin_closes_even_while_a_call_hangs() {
