@@ -416,6 +416,14 @@ impl<R: Rail> Engine<R> {
             problem: e.to_string(),
         })?;
         let reopened = self.ledger.write(|tx| {
+            // Someone may have reopened it since we looked: then it is theirs to answer for,
+            // and judging it now would count it against itself.
+            let Some(seen) = ledger::read_row(tx, key).map_err(|e| self.ledger.err(e))? else {
+                return Err(ApplyError::NoSuchIntent(ledger::describe(key)));
+            };
+            if seen.core.state != State::ConfirmedNotApplied {
+                return Ok(Err(None));
+            }
             let usage = self.usage(tx, action, &subject, currency, now)?;
             let input = GateInput {
                 action,
@@ -428,11 +436,8 @@ impl<R: Rail> Engine<R> {
             let ladder = gates::ladder(&input, self.model.as_deref());
             if ladder.verdict != Verdict::Allow {
                 self.record_decision(tx, Some(key), action, &ladder, "REFUSED", now)?;
-                return Ok(Err(ladder));
+                return Ok(Err(Some(ladder)));
             }
-            let Some(seen) = ledger::read_row(tx, key).map_err(|e| self.ledger.err(e))? else {
-                return Err(ApplyError::NoSuchIntent(ledger::describe(key)));
-            };
             let change = Change {
                 context: Some(json!({"gates": ladder.results})),
                 ..Change::default()
@@ -448,7 +453,13 @@ impl<R: Rail> Engine<R> {
         });
         match reopened {
             Ok(Ok(ladder)) => self.drive(key, Effect::StartAttempt, ladder.results),
-            Ok(Err(ladder)) => {
+            Ok(Err(None)) => {
+                let state = ledger::read_row(&self.ledger.conn(), key)
+                    .map_err(|e| self.ledger.err(e))?
+                    .map_or(State::Proposed, |row| row.core.state);
+                self.answer_existing(key, state, action, live_tool, now)
+            }
+            Ok(Err(Some(ladder))) => {
                 let mut answer = refusal(ladder, Some(key.sik.clone()));
                 answer.state = Some(State::ConfirmedNotApplied);
                 Ok(answer)

@@ -36,6 +36,15 @@ impl<R: Rail> Engine<R> {
     /// Runs a pass for every intent whose reconcile is due, at most [`RECONCILE_BATCH_MAX`].
     pub fn reconcile_due(&self) -> Result<Vec<(IntentKey, PassResult)>, EngineError> {
         let now = self.clock.now_ms();
+        // A holder that died or stalled past its lease leaves its intent to whoever runs next;
+        // a running process must not wait for a reboot to take it back.
+        let lapsed = self.keys_where(
+            "state IN ('IN_FLIGHT', 'RECONCILING') AND lease_expires_at <= ?1",
+            now,
+        )?;
+        for key in lapsed.iter().take(RECONCILE_BATCH_MAX) {
+            self.expire_lease(key, now)?;
+        }
         let keys = self.keys_where(
             "state IN ('UNKNOWN', 'FAILED_TERMINAL') AND coalesce(reconcile_not_before, 0) <= ?1",
             now,
@@ -119,7 +128,46 @@ impl<R: Rail> Engine<R> {
         let now = self.clock.now_ms();
         match self.ledger.apply(key, &event, now, &change) {
             Ok(applied) => Ok(PassResult::Concluded(applied.to.state)),
+            // The pages showed something the machine will not accept as proof (a stamped entity
+            // with a malformed id, say). That is an inconclusive pass, recorded as one, not a
+            // reason to leave the intent RECONCILING under our lease.
+            Err(ApplyError::Illegal(illegal))
+                if event.kind() != EventKind::ReconcileInconclusive =>
+            {
+                let fallback = Event::ReconcileInconclusive { attempt_seq };
+                let mut finding = finding_of(&fallback, attempt_seq, pages, lag_elapsed, &listing);
+                finding.detail = json!({
+                    "event": fallback.kind().as_str(),
+                    "refused_conclusion": event.kind().as_str(),
+                    "refusal": illegal.to_string(),
+                });
+                let change = Change {
+                    detail: Some(format!("the pass's conclusion was refused: {illegal}")),
+                    finding: Some(finding),
+                    ..Change::default()
+                };
+                match self.ledger.apply(key, &fallback, now, &change) {
+                    Ok(applied) => Ok(PassResult::Concluded(applied.to.state)),
+                    Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => Ok(PassResult::Busy),
+                    Err(error) => Err(error.into()),
+                }
+            }
             Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => Ok(PassResult::Busy),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Takes back the lease on `key` if it has lapsed (`LEASE_EXPIRED`); `false` if it had not
+    /// or the intent moved on.
+    pub(crate) fn expire_lease(&self, key: &IntentKey, now: u64) -> Result<bool, EngineError> {
+        let change = Change {
+            lease: LeaseChange::Expire,
+            detail: Some("lease expired: the holder died or stalled".into()),
+            ..Change::default()
+        };
+        match self.ledger.apply(key, &Event::LeaseExpired, now, &change) {
+            Ok(_) => Ok(true),
+            Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => Ok(false),
             Err(error) => Err(error.into()),
         }
     }

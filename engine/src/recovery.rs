@@ -8,9 +8,9 @@
 use crate::executor::{Answer, Engine, EngineError};
 use crate::kill_point;
 use crate::ledger::Cached;
-use crate::ledger::{ApplyError, Change, IntentKey, LeaseChange};
+use crate::ledger::{Change, IntentKey};
 use crate::rail::Rail;
-use interlock_machine::{Effect, EntityRef, Event, State};
+use interlock_machine::{EntityRef, Event, State};
 use rusqlite::params;
 use serde_json::json;
 
@@ -61,20 +61,9 @@ impl<R: Rail> Engine<R> {
                     State::InFlight | State::Reconciling => match lease_until {
                         Some(until) if until > now => wake = wake.min(until),
                         _ => {
-                            let change = Change {
-                                lease: LeaseChange::Expire,
-                                detail: Some("lease expired: the holder died or stalled".into()),
-                                ..Change::default()
-                            };
-                            match self.ledger.apply(key, &Event::LeaseExpired, now, &change) {
-                                Ok(applied) => {
-                                    report.leases_expired += 1;
-                                    if let Effect::ScheduleReconcile { delay_ms } = applied.effect {
-                                        wake = wake.min(now + delay_ms);
-                                    }
-                                }
-                                Err(ApplyError::Illegal(_) | ApplyError::Lease(_)) => {}
-                                Err(error) => return Err(error.into()),
+                            if self.expire_lease(key, now)? {
+                                report.leases_expired += 1;
+                                wake = wake.min(now + interlock_machine::RECONCILE_MIN_DELAY_MS);
                             }
                         }
                     },

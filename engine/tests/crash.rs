@@ -228,46 +228,58 @@ fn random_faults_crashes_and_duplicates_never_break_an_invariant() {
     assert!(totals.rail_calls > 0 && totals.entities > 0, "{totals:?}");
 }
 
-/// One deterministic run per kill point: a refund killed there is, after recovery and the
-/// agent's retry, applied exactly once.
+/// One deterministic run per kill point, twice: on a clean refund and on one whose answer is
+/// lost (so that the reconcile pass runs). After recovery and the agent's retry the refund is
+/// applied exactly once, and every kill point has fired at least once.
 #[test]
 fn a_refund_killed_at_each_point_is_applied_exactly_once_after_recovery() {
     let scenario = FailScenario::setup();
     for point in KILL_POINTS {
-        let world = World::new();
-        let rail = Arc::new(world.rail());
-        let mut run = Run {
-            world: &world,
-            rail: Arc::clone(&rail),
-            engine: None,
-            generation: 0,
-            kills: 0,
-            restarts: 0,
-        };
-        run.restart();
-        fail::cfg(*point, "1*return").unwrap();
-        let killed = run
-            .engine()
-            .propose(&refund("pay_1002", 50_000), Some(&live()));
-        let fired = matches!(killed, Err(EngineError::Killed(_)));
-        run.survive(killed);
-        if !fired {
-            // Points a clean refund never reaches are reached by a pass or by recovery.
+        let mut fired = 0;
+        for fault in [ExecFault::None, ExecFault::TimeoutAfterApply] {
+            let world = World::new();
+            let rail = Arc::new(world.rail());
+            rail.script([fault.clone()]);
+            let mut run = Run {
+                world: &world,
+                rail: Arc::clone(&rail),
+                engine: None,
+                generation: 0,
+                kills: 0,
+                restarts: 0,
+            };
             run.restart();
+            fail::cfg(*point, "1*return").unwrap();
+            let result = run
+                .engine()
+                .propose(&refund("pay_1002", 50_000), Some(&live()));
+            run.survive(result);
+            // Points a refund does not pass are passed by the next recovery and its passes.
+            run.restart();
+            fail::remove(point);
+            fired += run.kills;
+            run.restart();
+            let mut retry = run
+                .engine()
+                .propose(&refund("pay_1002", 50_000), Some(&live()))
+                .unwrap();
+            if retry.outcome == interlock_engine::Outcome::Unknown {
+                // Killed before anything was written, the retry met the lost answer itself.
+                run.restart();
+                retry = run
+                    .engine()
+                    .propose(&refund("pay_1002", 50_000), Some(&live()))
+                    .unwrap();
+            }
+            assert_eq!(
+                retry.outcome,
+                interlock_engine::Outcome::Applied,
+                "{point} {fault:?}: {retry:?}"
+            );
+            assert_eq!(rail.entities().len(), 1, "{point} {fault:?}");
+            assert_all_invariants(&world, run.engine().ledger(), &rail);
         }
-        fail::remove(point);
-        run.restart();
-        let retry = run
-            .engine()
-            .propose(&refund("pay_1002", 50_000), Some(&live()))
-            .unwrap();
-        assert_eq!(
-            retry.outcome,
-            interlock_engine::Outcome::Applied,
-            "{point}: {retry:?}"
-        );
-        assert_eq!(rail.entities().len(), 1, "{point}");
-        assert_all_invariants(&world, run.engine().ledger(), &rail);
+        assert!(fired >= 1, "{point} never fired");
     }
     scenario.teardown();
 }
@@ -318,5 +330,40 @@ fn recovery_takes_back_a_lease_only_after_it_expires() {
     );
     assert_eq!(rail.entities().len(), 1);
     assert_all_invariants(&world, second.ledger(), &rail);
+    scenario.teardown();
+}
+
+/// A running process takes back a dead holder's lapsed lease in its reconcile loop; it does not
+/// wait for a reboot to run boot recovery.
+#[test]
+fn a_running_process_takes_back_a_lapsed_lease() {
+    let scenario = FailScenario::setup();
+    let world = World::new();
+    let rail = Arc::new(world.rail());
+    let dead = world.engine(Arc::clone(&rail), "p_dead");
+    let live_one = world.engine(Arc::clone(&rail), "p_live");
+    fail::cfg("after_wal_before_call", "1*return").unwrap();
+    let killed = dead.propose(&refund("pay_1002", 50_000), Some(&live()));
+    assert!(matches!(killed, Err(EngineError::Killed(_))));
+    fail::remove("after_wal_before_call");
+    drop(dead);
+    assert!(
+        live_one.reconcile_due().unwrap().is_empty(),
+        "the lease is still running"
+    );
+    world.clock.advance(30_000);
+    live_one.reconcile_due().unwrap();
+    world.clock.advance(2_000);
+    live_one.reconcile_due().unwrap();
+    let retry = live_one
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(
+        retry.outcome,
+        interlock_engine::Outcome::Applied,
+        "{retry:?}"
+    );
+    assert_eq!(rail.entities().len(), 1);
+    assert_all_invariants(&world, live_one.ledger(), &rail);
     scenario.teardown();
 }

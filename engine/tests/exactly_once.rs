@@ -357,3 +357,63 @@ fn a_settlement_that_cannot_be_reconciled_by_stamp_waits_for_a_human() {
     assert_eq!(finding, "QUARANTINED");
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
+
+/// A rail whose lists show our stamp on an entity id the machine refuses (65 characters).
+struct MangledLists(std::sync::Arc<interlock_engine::memory_rail::MemoryRail>);
+
+impl interlock_engine::Rail for MangledLists {
+    fn resolve(
+        &self,
+        action: &interlock_spec::action::ProposedAction,
+    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
+        self.0.resolve(action)
+    }
+    fn execute(&self, call: &interlock_engine::RailCall) -> interlock_engine::RailOutcome {
+        self.0.execute(call)
+    }
+    fn list_page(
+        &self,
+        query: &interlock_engine::rail::ListQuery,
+        page: u32,
+    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
+        let mut found = self.0.list_page(query, page)?;
+        for entity in &mut found.entities {
+            entity.id = "x".repeat(65);
+        }
+        Ok(found)
+    }
+}
+
+#[test]
+fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
+    let world = World::new();
+    let rail = std::sync::Arc::new(world.rail());
+    rail.script([ExecFault::TimeoutAfterApply]);
+    let engine = world.engine(MangledLists(std::sync::Arc::clone(&rail)), "p1");
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(answer.outcome, Outcome::Unknown);
+    world.clock.advance(2_000);
+    let passes = engine.reconcile_due().unwrap();
+    assert_eq!(
+        passes[0].1,
+        interlock_engine::reconcile::PassResult::Concluded(State::Unknown),
+        "{passes:?}"
+    );
+    let refused: String = raw(&world.db())
+        .query_row(
+            "SELECT json_extract(detail_json, '$.refused_conclusion') FROM recon_findings",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(refused, "RECONCILE_FOUND_APPLIED");
+    // Six such passes, and an operator is asked; nothing is sent again meanwhile.
+    engine.recover().unwrap();
+    let retry = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(retry.outcome, Outcome::Quarantined, "{retry:?}");
+    assert_eq!(rail.executed().len(), 1);
+}
