@@ -31,6 +31,9 @@ CREATE TABLE intents (
     mandate_hash TEXT NOT NULL CHECK (length(mandate_hash) = 64),
     -- The audit record of the row's latest change: a truncated audit log shows up here.
     audit_seq INTEGER NOT NULL CHECK (audit_seq >= 1),
+    -- When the intent last entered the counted states or was (re)authorised: the instant G3's
+    -- windows place it at. An intent reopened or approved a day later counts in that day.
+    counted_at INTEGER,
     first_seen_at INTEGER NOT NULL CHECK (first_seen_at >= 0),
     updated_at INTEGER NOT NULL CHECK (updated_at >= first_seen_at),
     PRIMARY KEY (merchant_id, sik),
@@ -52,7 +55,7 @@ CREATE INDEX intents_by_state ON intents (state, reconcile_not_before);
 -- in it, SQLite's planner preferred walking the merchant's whole primary key.)
 CREATE INDEX intents_by_subject ON intents (merchant_id, subject_id, kind, state, tool, amount_minor);
 -- G3's window counts read only this index (it covers every column they use).
-CREATE INDEX intents_by_window ON intents (merchant_id, currency, first_seen_at, state, amount_minor);
+CREATE INDEX intents_by_window ON intents (merchant_id, currency, counted_at, state, amount_minor);
 
 -- The states whose intents count against G3's windows and budgets and G2's in-progress sums:
 -- everything that moved money or still might (held ones too: an approval would move it).
@@ -61,9 +64,9 @@ CREATE TABLE counted_states (state TEXT PRIMARY KEY) STRICT, WITHOUT ROWID;
 INSERT INTO counted_states (state) VALUES ('HELD'), ('AUTHORIZED'), ('IN_FLIGHT'), ('APPLIED'),
     ('FAILED_TERMINAL'), ('UNKNOWN'), ('RECONCILING'), ('QUARANTINED');
 
--- G3's sliding windows, pre-summed per minute of `first_seen_at` so that a window costs one
--- row per minute plus the intents of its first, partial minute, not one row per intent. Kept
--- by the triggers below in the transaction that changes the state.
+-- G3's sliding windows, pre-summed per minute of `counted_at` so that a window costs one row
+-- per minute plus the intents of its first, partial minute, not one row per intent. Kept by the
+-- triggers below in the transaction that changes the state.
 CREATE TABLE window_buckets (
     merchant_id TEXT NOT NULL,
     currency TEXT NOT NULL,
@@ -73,24 +76,29 @@ CREATE TABLE window_buckets (
     PRIMARY KEY (merchant_id, currency, minute)
 ) STRICT, WITHOUT ROWID;
 
-CREATE TRIGGER window_counts_in AFTER UPDATE OF state ON intents
+CREATE TRIGGER window_counts_out AFTER UPDATE OF state, counted_at ON intents
+WHEN OLD.state IN (SELECT state FROM counted_states)
+    AND (NEW.state NOT IN (SELECT state FROM counted_states) OR NEW.counted_at IS NOT OLD.counted_at)
+BEGIN
+    UPDATE window_buckets SET calls = calls - 1, amount_minor = amount_minor - OLD.amount_minor
+    WHERE merchant_id = OLD.merchant_id AND currency = OLD.currency
+        AND minute = OLD.counted_at / 60000;
+END;
+
+CREATE TRIGGER window_counts_in AFTER UPDATE OF state, counted_at ON intents
 WHEN NEW.state IN (SELECT state FROM counted_states)
-    AND OLD.state NOT IN (SELECT state FROM counted_states)
+    AND (OLD.state NOT IN (SELECT state FROM counted_states) OR NEW.counted_at IS NOT OLD.counted_at)
 BEGIN
     INSERT INTO window_buckets (merchant_id, currency, minute, calls, amount_minor)
-    VALUES (NEW.merchant_id, NEW.currency, NEW.first_seen_at / 60000, 1, NEW.amount_minor)
+    VALUES (NEW.merchant_id, NEW.currency, NEW.counted_at / 60000, 1, NEW.amount_minor)
     ON CONFLICT (merchant_id, currency, minute) DO UPDATE
         SET calls = calls + 1, amount_minor = amount_minor + excluded.amount_minor;
 END;
 
-CREATE TRIGGER window_counts_out AFTER UPDATE OF state ON intents
-WHEN OLD.state IN (SELECT state FROM counted_states)
-    AND NEW.state NOT IN (SELECT state FROM counted_states)
-BEGIN
-    UPDATE window_buckets SET calls = calls - 1, amount_minor = amount_minor - OLD.amount_minor
-    WHERE merchant_id = OLD.merchant_id AND currency = OLD.currency
-        AND minute = OLD.first_seen_at / 60000;
-END;
+-- A counted intent always knows when it was counted.
+CREATE TRIGGER counted_has_time BEFORE UPDATE OF state ON intents
+WHEN NEW.state IN (SELECT state FROM counted_states) AND NEW.counted_at IS NULL
+BEGIN SELECT RAISE(ABORT, 'a counted intent needs counted_at'); END;
 
 CREATE TABLE intent_attempts (
     merchant_id TEXT NOT NULL,

@@ -173,7 +173,7 @@ pub struct Engine<R: Rail> {
     pub(crate) mandate: Mandate,
     pub(crate) mandate_hash: String,
     pub(crate) config: EngineConfig,
-    model: Option<Box<dyn ModelGate>>,
+    pub(crate) model: Option<Box<dyn ModelGate>>,
 }
 
 impl<R: Rail> Engine<R> {
@@ -610,7 +610,11 @@ impl<R: Rail> Engine<R> {
     }
 
     /// The answer an intent's current state gives.
-    fn state_answer(&self, key: &IntentKey, gates: Vec<GateResult>) -> Result<Answer, EngineError> {
+    pub(crate) fn state_answer(
+        &self,
+        key: &IntentKey,
+        gates: Vec<GateResult>,
+    ) -> Result<Answer, EngineError> {
         let info = self.intent_info(key)?;
         let sik = &key.sik;
         let (outcome, code, message) = match info.state {
@@ -785,7 +789,7 @@ impl<R: Rail> Engine<R> {
         currency: Currency,
         now: u64,
     ) -> Result<Usage, ApplyError> {
-        crate::usage::read(tx, &self.mandate, action, subject, currency, now)
+        crate::usage::read(tx, &self.mandate, action, subject, currency, now, None)
             .map_err(|e| ApplyError::Ledger(self.ledger.err(e)))
     }
 
@@ -967,7 +971,7 @@ fn ladder_of(mut early: Ladder, result: GateResult) -> Ladder {
     early
 }
 
-fn refusal(ladder: Ladder, sik: Option<Sik>) -> Answer {
+pub(crate) fn refusal(ladder: Ladder, sik: Option<Sik>) -> Answer {
     let deciding = ladder.deciding().clone();
     Answer {
         outcome: Outcome::Refused,

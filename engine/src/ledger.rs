@@ -393,7 +393,11 @@ pub(crate) fn apply_locked(
                 rail_entity_id = ?6, lease_owner = ?7, lease_expires_at = ?8,
                 reconcile_not_before = ?9, reason_code = coalesce(?10, reason_code),
                 reason = coalesce(?11, reason), audit_seq = ?12,
-                updated_at = max(updated_at, ?13)
+                updated_at = max(updated_at, ?13),
+                counted_at = CASE
+                    WHEN ?3 IN (SELECT state FROM counted_states)
+                        AND (?14 NOT IN (SELECT state FROM counted_states) OR ?3 = 'AUTHORIZED')
+                    THEN ?13 ELSE counted_at END
              WHERE merchant_id = ?1 AND sik = ?2 AND state = ?14 AND attempt_seq = ?15
                 AND reconcile_inconclusive = ?16 AND lease_owner IS ?17 AND lease_expires_at IS ?18",
             params![

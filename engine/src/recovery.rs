@@ -5,12 +5,18 @@
 //! or quarantined. A lease is taken back only once it has expired, so a live process in the
 //! middle of a call keeps its intent (ADR 0003). Waiting is on the engine's clock, bounded.
 
-use crate::executor::{Answer, Engine, EngineError};
+use crate::executor::{Answer, Engine, EngineError, refusal};
+use crate::gates::{self, GateInput, LiveTool};
 use crate::kill_point;
 use crate::ledger::Cached;
+use crate::ledger::{self, ApplyError, LedgerError};
 use crate::ledger::{Change, IntentKey};
 use crate::rail::Rail;
+use crate::rail::RailCall;
+use interlock_machine::{Effect, Verdict};
 use interlock_machine::{EntityRef, Event, State};
+use interlock_spec::action::{ProposedAction, STAMP_NOTE_KEY};
+use interlock_spec::mandate::Mandate;
 use rusqlite::params;
 use serde_json::json;
 
@@ -110,16 +116,101 @@ impl<R: Rail> Engine<R> {
         ))
     }
 
-    /// A human approves a held intent: `HOLD_RELEASED`, then the attempt runs.
-    pub fn approve(&self, key: &IntentKey, by: &str) -> Result<Answer, EngineError> {
-        let change = Change {
-            reason: Some(("APPROVED".into(), format!("approved by {by}"))),
-            context: Some(json!({"by": by})),
-            ..Change::default()
-        };
+    /// A human approves a held intent. The approval binds to the intent (its SIK, amount and
+    /// mandate); the action is judged again first, against the rail and the ledger as they are
+    /// now, inside the transaction that releases it: a hold lifts holds, never a block (an
+    /// expired mandate, a window filled since, a payment refunded since, a drifted tool).
+    /// Then `HOLD_RELEASED`, and the attempt runs.
+    pub fn approve(
+        &self,
+        key: &IntentKey,
+        by: &str,
+        live_tool: Option<&LiveTool>,
+    ) -> Result<Answer, EngineError> {
         let now = self.clock.now_ms();
-        let applied = self.ledger.apply(key, &Event::HoldReleased, now, &change)?;
-        self.drive(key, applied.effect, Vec::new())
+        let (call, distinct) = self.held_call(key)?;
+        let action = action_of(&self.mandate, key, &call, distinct);
+        let mut referent = self.rail.resolve(&action).map_err(|e| e.to_string());
+        if let Ok(found) = &referent
+            && found.subject_id() != call.subject_id
+        {
+            referent = Err(format!(
+                "the rail now answers {} for the held {}",
+                found.subject_id(),
+                call.subject_id
+            ));
+        }
+        let approved = self.ledger.write(|tx| {
+            let Some(seen) = ledger::read_row(tx, key).map_err(|e| self.ledger.err(e))? else {
+                return Err(ApplyError::NoSuchIntent(ledger::describe(key)));
+            };
+            if seen.core.state != State::Held {
+                return Ok(Err(None));
+            }
+            let usage = crate::usage::read(
+                tx,
+                &self.mandate,
+                &action,
+                &call.subject_id,
+                call.currency,
+                now,
+                Some(key),
+            )
+            .map_err(|e| ApplyError::Ledger(self.ledger.err(e)))?;
+            let input = GateInput {
+                action: &action,
+                mandate: &self.mandate,
+                now_ms: now,
+                referent: &referent,
+                usage: &usage,
+                live_tool,
+            };
+            let ladder = gates::ladder(&input, self.model.as_deref());
+            if ladder.verdict == Verdict::Block {
+                return Ok(Err(Some(ladder)));
+            }
+            let change = Change {
+                reason: Some(("APPROVED".into(), format!("approved by {by}"))),
+                context: Some(json!({"by": by, "gates": ladder.results})),
+                ..Change::default()
+            };
+            match ledger::apply_locked(tx, key, &seen, &Event::HoldReleased, now, &change)? {
+                Some(_) => Ok(Ok(ladder)),
+                None => Err(ApplyError::Contended(ledger::describe(key))),
+            }
+        })?;
+        match approved {
+            Ok(ladder) => self.drive(key, Effect::StartAttempt, ladder.results),
+            Err(Some(ladder)) => {
+                let mut answer = refusal(ladder, Some(key.sik.clone()));
+                answer.message = format!("not approved, still held: {}", answer.message);
+                answer.state = Some(State::Held);
+                Ok(answer)
+            }
+            Err(None) => self.state_answer(key, Vec::new()),
+        }
+    }
+
+    fn held_call(&self, key: &IntentKey) -> Result<(RailCall, Option<String>), EngineError> {
+        let (call, distinct): (String, Option<String>) = self
+            .ledger
+            .conn()
+            .row(
+                "SELECT call_json, distinct_reason FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+                params![key.merchant_id.as_str(), key.sik.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => {
+                    EngineError::Apply(ApplyError::NoSuchIntent(ledger::describe(key)))
+                }
+                e => self.ledger.err(e).into(),
+            })?;
+        let call = serde_json::from_str(&call).map_err(|e| LedgerError::Corrupt {
+            key: ledger::describe(key),
+            problem: format!("call_json: {e}"),
+        })?;
+        Ok((call, distinct))
     }
 
     /// A human rejects a held intent: `HOLD_REJECTED`, for good.
@@ -188,5 +279,34 @@ impl<R: Rail> Engine<R> {
         let event = Event::OperatorConfirmedNotApplied { lag_elapsed };
         self.ledger.apply(key, &event, now, &change)?;
         Ok(())
+    }
+}
+
+/// The action a held intent proposes, rebuilt from its stamped call so the ladder can judge it
+/// again. The agent is the mandate's: G1 admitted no other when the intent was proposed.
+fn action_of(
+    mandate: &Mandate,
+    key: &IntentKey,
+    call: &RailCall,
+    distinct: Option<String>,
+) -> ProposedAction {
+    let mut passthrough = call.passthrough.clone();
+    let mut notes = call.notes.clone();
+    notes.remove(STAMP_NOTE_KEY);
+    if !notes.is_empty() {
+        passthrough.insert("notes".to_owned(), serde_json::Value::Object(notes));
+    }
+    ProposedAction {
+        agent_id: mandate.agent_id.clone(),
+        merchant_id: key.merchant_id.clone(),
+        tool: call.tool.clone(),
+        kind: call.kind,
+        payment_hint: match call.kind {
+            interlock_spec::action::ActionKind::Refund => Some(call.subject_id.clone()),
+            interlock_spec::action::ActionKind::Settlement => None,
+        },
+        amount: call.amount,
+        distinct,
+        passthrough,
     }
 }

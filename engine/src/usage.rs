@@ -7,7 +7,7 @@
 //! against a full scan.
 
 use crate::gates::{Usage, WindowUsage};
-use crate::ledger::Cached;
+use crate::ledger::{Cached, IntentKey};
 use interlock_spec::action::ProposedAction;
 use interlock_spec::mandate::Mandate;
 use interlock_spec::money::{Currency, Minor};
@@ -19,8 +19,82 @@ pub const BUCKET_MS: u64 = 60_000;
 
 const COUNTED: &str = "state IN (SELECT state FROM counted_states)";
 
-/// Reads the usage `action` is judged against at `now`.
+/// Reads the usage `action` is judged against at `now`. `exclude` is an intent already in the
+/// ledger that is being judged again (an approval): it must not count against itself.
 pub(crate) fn read(
+    conn: &Connection,
+    mandate: &Mandate,
+    action: &ProposedAction,
+    subject: &str,
+    currency: Currency,
+    now: u64,
+    exclude: Option<&IntentKey>,
+) -> rusqlite::Result<Usage> {
+    let mut usage = read_all(conn, mandate, action, subject, currency, now)?;
+    if let Some(key) = exclude {
+        subtract_self(conn, mandate, action, subject, now, key, &mut usage)?;
+    }
+    Ok(usage)
+}
+
+/// An intent's own contribution: state, amount, counted_at, currency, subject, kind, tool.
+type OwnRow = (String, u64, Option<u64>, String, String, String, String);
+
+fn subtract_self(
+    conn: &Connection,
+    mandate: &Mandate,
+    action: &ProposedAction,
+    subject: &str,
+    now: u64,
+    key: &IntentKey,
+    usage: &mut Usage,
+) -> rusqlite::Result<()> {
+    let own: Option<OwnRow> = conn
+        .row(
+            &format!(
+                "SELECT state, amount_minor, counted_at, currency, subject_id, kind, tool
+                 FROM intents WHERE merchant_id = ?1 AND sik = ?2 AND {COUNTED}"
+            ),
+            params![key.merchant_id.as_str(), key.sik.as_str()],
+            |row| {
+                Ok(Some((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                    row.get(6)?,
+                )))
+            },
+        )
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    let Some((state, amount, counted_at, currency, own_subject, kind, tool)) = own else {
+        return Ok(());
+    };
+    let less = |minor: Minor, by: u64| Minor::new(minor.get().saturating_sub(by)).unwrap_or(minor);
+    for (window, used) in mandate.limits.windows.iter().zip(usage.windows.iter_mut()) {
+        let since = now.saturating_sub(window.window_ms);
+        if window.currency.as_str() == currency && counted_at.is_some_and(|at| at > since) {
+            used.calls = used.calls.saturating_sub(1);
+            used.amount = less(used.amount, amount);
+        }
+    }
+    if own_subject == subject && kind == action.kind.as_str() {
+        if state != "APPLIED" {
+            usage.subject_in_progress = less(usage.subject_in_progress, amount);
+        }
+        if tool == action.tool.as_str() {
+            usage.subject_count = usage.subject_count.saturating_sub(1);
+        }
+    }
+    Ok(())
+}
+
+fn read_all(
     conn: &Connection,
     mandate: &Mandate,
     action: &ProposedAction,
@@ -67,7 +141,7 @@ pub(crate) fn read(
     })
 }
 
-/// Calls and amount of counted intents first seen after `since`.
+/// Calls and amount of intents counted after `since`.
 fn window_usage(
     conn: &Connection,
     merchant: &str,
@@ -85,8 +159,8 @@ fn window_usage(
     let (edge_calls, edge_amount): (u64, u64) = conn.row(
         &format!(
             "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
-             WHERE merchant_id = ?1 AND currency = ?2 AND first_seen_at > ?3
-               AND first_seen_at < ?4 AND {COUNTED}"
+             WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3
+               AND counted_at < ?4 AND {COUNTED}"
         ),
         params![merchant, currency, since, first_whole * BUCKET_MS],
         |row| Ok((row.get(0)?, row.get(1)?)),
@@ -96,7 +170,7 @@ fn window_usage(
         let scanned: (u64, u64) = conn.row(
             &format!(
                 "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
-                 WHERE merchant_id = ?1 AND currency = ?2 AND first_seen_at > ?3 AND {COUNTED}"
+                 WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}"
             ),
             params![merchant, currency, since],
             |row| Ok((row.get(0)?, row.get(1)?)),
