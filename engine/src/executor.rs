@@ -579,7 +579,20 @@ impl<R: Rail> Engine<R> {
             }
         };
         assert_eq!(call.sik, key.sik, "an intent's call carries its own stamp");
-        let outcome = self.rail.execute(&call);
+        let outcome = self.rail.execute(&call, self.config.call_timeout_ms);
+        let took = self.clock.now_ms().saturating_sub(now);
+        // The lease was sized on the rail keeping its timeout; one that did not may have let
+        // another process take the intent over while the call was out. Believe nothing it says.
+        let outcome = if took > self.config.call_timeout_ms {
+            RailOutcome::Ambiguous {
+                detail: format!(
+                    "the rail answered after {took} ms, past its {} ms timeout",
+                    self.config.call_timeout_ms
+                ),
+            }
+        } else {
+            outcome
+        };
         // The call has left and the rail has done whatever it did; its answer dies with us.
         kill_point!("during_call");
         let (event, change) = classify(&key.sik, attempt_seq, outcome);

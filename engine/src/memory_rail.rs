@@ -348,7 +348,8 @@ impl Rail for MemoryRail {
         }
     }
 
-    fn execute(&self, call: &RailCall) -> RailOutcome {
+    fn execute(&self, call: &RailCall, _timeout_ms: u64) -> RailOutcome {
+        // In memory, every call answers at once: well within any timeout.
         if let Some(observer) = &self.observer {
             observer(call);
         }

@@ -190,8 +190,13 @@ pub enum RailError {
 pub trait Rail: Send + Sync {
     /// Reads what `action` is about (a payment, the balance). Read-only.
     fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError>;
-    /// Sends one stamped money call.
-    fn execute(&self, call: &RailCall) -> RailOutcome;
+    /// Sends one stamped money call and returns within `timeout_ms`, whatever happens: a call
+    /// that has not answered by then is abandoned and reported `Ambiguous`. The engine sizes
+    /// its lease on this promise (`lease_ttl_ms ≥ call_timeout_ms + LEASE_MARGIN_MS`); a rail
+    /// that overruns it lets another process take the intent over while the call is still
+    /// out (ADR 0004, §7). A request abandoned at time t that the rail still applies later must
+    /// show in its lists by t + `rail_lag_ms` (ADR 0003, A1).
+    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome;
     /// Reads page `page` (from 0) of the list a reconcile pass walks.
     fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError>;
 }
@@ -201,8 +206,8 @@ impl<R: Rail + ?Sized> Rail for std::sync::Arc<R> {
     fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
         (**self).resolve(action)
     }
-    fn execute(&self, call: &RailCall) -> RailOutcome {
-        (**self).execute(call)
+    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome {
+        (**self).execute(call, timeout_ms)
     }
     fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
         (**self).list_page(query, page)

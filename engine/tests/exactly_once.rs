@@ -368,8 +368,12 @@ impl interlock_engine::Rail for MangledLists {
     ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
         self.0.resolve(action)
     }
-    fn execute(&self, call: &interlock_engine::RailCall) -> interlock_engine::RailOutcome {
-        self.0.execute(call)
+    fn execute(
+        &self,
+        call: &interlock_engine::RailCall,
+        timeout_ms: u64,
+    ) -> interlock_engine::RailOutcome {
+        self.0.execute(call, timeout_ms)
     }
     fn list_page(
         &self,
@@ -416,4 +420,68 @@ fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
         .unwrap();
     assert_eq!(retry.outcome, Outcome::Quarantined, "{retry:?}");
     assert_eq!(rail.executed().len(), 1);
+}
+
+/// A rail that takes `took_ms` of the engine's clock per call and records the timeout it got.
+struct SlowRail {
+    inner: std::sync::Arc<interlock_engine::memory_rail::MemoryRail>,
+    clock: std::sync::Arc<interlock_engine::ManualClock>,
+    took_ms: u64,
+    timeouts: std::sync::Mutex<Vec<u64>>,
+}
+
+impl interlock_engine::Rail for SlowRail {
+    fn resolve(
+        &self,
+        action: &interlock_spec::action::ProposedAction,
+    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
+        self.inner.resolve(action)
+    }
+    fn execute(
+        &self,
+        call: &interlock_engine::RailCall,
+        timeout_ms: u64,
+    ) -> interlock_engine::RailOutcome {
+        self.timeouts.lock().unwrap().push(timeout_ms);
+        self.clock.advance(self.took_ms);
+        self.inner.execute(call, timeout_ms)
+    }
+    fn list_page(
+        &self,
+        query: &interlock_engine::rail::ListQuery,
+        page: u32,
+    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
+        self.inner.list_page(query, page)
+    }
+}
+
+#[test]
+fn the_rail_is_given_the_call_timeout_and_an_answer_after_it_is_not_believed() {
+    let world = World::new();
+    let inner = std::sync::Arc::new(world.rail());
+    let slow = SlowRail {
+        inner: std::sync::Arc::clone(&inner),
+        clock: world.clock.clone(),
+        took_ms: 12_000,
+        timeouts: std::sync::Mutex::new(Vec::new()),
+    };
+    let engine = world.engine(slow, "p1");
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(engine.rail().timeouts.lock().unwrap().as_slice(), &[10_000]);
+    assert_eq!(answer.outcome, Outcome::Unknown, "{answer:?}");
+    assert!(
+        answer.message.contains("past its 10000 ms timeout"),
+        "{}",
+        answer.message
+    );
+    // The entity is real; the reconciler, not the late answer, is what settles it.
+    world.clock.advance(2_000);
+    engine.reconcile_due().unwrap();
+    let retry = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(retry.reason_code, ReasonCode::IdempotentReplay, "{retry:?}");
+    assert_eq!(inner.entities().len(), 1);
 }
