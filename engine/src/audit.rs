@@ -177,21 +177,82 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
             format!("missing: an intent was changed by seq {newest}, past the log's end"),
         );
     }
+    rows_match_their_records(conn)?;
     Ok(ChainReport {
         records,
         head: prev,
     })
 }
 
-/// The state records of the log, as the machine's invariant predicates read them.
+/// Every intent row must be what its latest audit record says it became: a row edited behind
+/// the log's back (a `state` written by hand) is found here, at that record's seq.
+fn rows_match_their_records(conn: &Connection) -> Result<(), VerifyFailure> {
+    let mut statement = conn.prepare(
+        "SELECT i.sik, i.state, i.attempt_seq, i.reconcile_inconclusive, i.rail_entity_id,
+                i.audit_seq, a.payload_json
+         FROM intents i LEFT JOIN audit_log a ON a.seq = i.audit_seq",
+    )?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let sik: String = row.get(0)?;
+        let state: String = row.get(1)?;
+        let attempt_seq: u32 = row.get(2)?;
+        let inconclusive: u32 = row.get(3)?;
+        let entity: Option<String> = row.get(4)?;
+        let seq: u64 = row.get(5)?;
+        let payload: Option<String> = row.get(6)?;
+        let record = payload
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|payload| serde_json::from_value::<Record>(payload["record"].clone()).ok());
+        let core = match record {
+            Some(Record::Inserted { core, .. }) | Some(Record::Transition { to: core, .. }) => core,
+            _ => {
+                return Err(VerifyFailure::Broken(ChainBreak {
+                    seq,
+                    problem: format!("intent {sik} names seq {seq}, which records no state"),
+                }));
+            }
+        };
+        let matches = core.sik.as_str() == sik
+            && core.state.as_str() == state
+            && core.attempt_seq == attempt_seq
+            && core.reconcile_inconclusive == inconclusive
+            && core.entity_id == entity;
+        if !matches {
+            return Err(VerifyFailure::Broken(ChainBreak {
+                seq,
+                problem: format!(
+                    "intent {sik} reads {state} attempt {attempt_seq}, but seq {seq} recorded {} attempt {}",
+                    core.state, core.attempt_seq
+                ),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The state records of the log, as the machine's invariant predicates read them. Every
+/// record the engine writes is one; a record that does not decode is an error, never skipped
+/// (the predicates would otherwise judge a partial history).
 pub fn records(conn: &Connection) -> rusqlite::Result<Vec<Record>> {
-    let mut statement = conn.prepare("SELECT payload_json FROM audit_log ORDER BY seq")?;
-    let payloads = statement
-        .query_map([], |row| row.get::<_, String>(0))?
+    let mut statement = conn.prepare("SELECT seq, payload_json FROM audit_log ORDER BY seq")?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((row.get::<_, u64>(0)?, row.get::<_, String>(1)?))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(payloads
-        .iter()
-        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
-        .filter_map(|payload| serde_json::from_value(payload["record"].clone()).ok())
-        .collect())
+    rows.iter()
+        .map(|(seq, text)| {
+            serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|payload| serde_json::from_value(payload["record"].clone()).ok())
+                .ok_or_else(|| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        1,
+                        rusqlite::types::Type::Text,
+                        format!("audit record {seq} holds no machine record").into(),
+                    )
+                })
+        })
+        .collect()
 }

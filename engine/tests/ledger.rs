@@ -233,3 +233,29 @@ fn the_audit_log_refuses_updates_and_deletes() {
         assert!(error.contains("audit_log is append-only"), "{error}");
     }
 }
+
+#[test]
+fn a_state_written_behind_the_logs_back_is_found() {
+    // Someone with the file turns an applied refund back into "proven absent", so that the
+    // next proposal would send it again. The chain is intact; the row does not match it.
+    let world = busy_ledger();
+    let conn = raw(&world.db());
+    conn.execute(
+        "UPDATE intents SET state = 'CONFIRMED_NOT_APPLIED', rail_entity_id = NULL
+         WHERE audit_seq = 4",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    match Ledger::open(&world.db()) {
+        Err(LedgerError::ChainBroken { broken, .. }) => {
+            assert_eq!(broken.seq, 4);
+            assert!(
+                broken.problem.contains("reads CONFIRMED_NOT_APPLIED"),
+                "{}",
+                broken.problem
+            );
+        }
+        other => panic!("the edit went unnoticed: {other:?}"),
+    }
+}
