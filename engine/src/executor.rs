@@ -263,6 +263,7 @@ impl<R: Rail> Engine<R> {
             merchant_id: action.merchant_id.clone(),
             sik: sik.clone(),
         };
+        let advice = self.advice(&input);
         let decided = self.ledger.write(|tx| {
             if let Some(row) = ledger::read_row(tx, &key).map_err(|e| self.ledger.err(e))? {
                 return Ok(Decided::Existing(row.core.state));
@@ -272,7 +273,7 @@ impl<R: Rail> Engine<R> {
                 usage: &usage,
                 ..input
             };
-            let ladder = gates::ladder(&input, self.model.as_deref());
+            let ladder = gates::ladder(&input, advice.clone());
             if ladder.verdict == Verdict::Block {
                 self.record_decision(tx, Some(&key), action, &ladder, "REFUSED", now)?;
                 return Ok(Decided::Refused(ladder));
@@ -415,6 +416,15 @@ impl<R: Rail> Engine<R> {
             key: ledger::describe(key),
             problem: e.to_string(),
         })?;
+        let unread = Usage::default();
+        let advice = self.advice(&GateInput {
+            action,
+            mandate: &self.mandate,
+            now_ms: now,
+            referent: &referent,
+            usage: &unread,
+            live_tool,
+        });
         let reopened = self.ledger.write(|tx| {
             // Someone may have reopened it since we looked: then it is theirs to answer for,
             // and judging it now would count it against itself.
@@ -433,7 +443,7 @@ impl<R: Rail> Engine<R> {
                 usage: &usage,
                 live_tool,
             };
-            let ladder = gates::ladder(&input, self.model.as_deref());
+            let ladder = gates::ladder(&input, advice.clone());
             if ladder.verdict != Verdict::Allow {
                 self.record_decision(tx, Some(key), action, &ladder, "REFUSED", now)?;
                 return Ok(Err(Some(ladder)));
@@ -487,6 +497,14 @@ impl<R: Rail> Engine<R> {
             }
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// G5's advice, if a model gate is on, computed outside any transaction (the ledger's usage
+    /// is not read for it: it is advisory, and may only lower the verdict).
+    pub(crate) fn advice(&self, input: &GateInput<'_>) -> Option<GateResult> {
+        self.model
+            .as_deref()
+            .map(|model| gates::model::check(model, input))
     }
 
     /// Performs `effect` and the effects that follow it, at most [`DRIVE_STEPS_MAX`] steps.

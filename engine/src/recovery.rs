@@ -140,6 +140,15 @@ impl<R: Rail> Engine<R> {
                 call.subject_id
             ));
         }
+        let unread = gates::Usage::default();
+        let advice = self.advice(&GateInput {
+            action: &action,
+            mandate: &self.mandate,
+            now_ms: now,
+            referent: &referent,
+            usage: &unread,
+            live_tool,
+        });
         let approved = self.ledger.write(|tx| {
             let Some(seen) = ledger::read_row(tx, key).map_err(|e| self.ledger.err(e))? else {
                 return Err(ApplyError::NoSuchIntent(ledger::describe(key)));
@@ -165,7 +174,7 @@ impl<R: Rail> Engine<R> {
                 usage: &usage,
                 live_tool,
             };
-            let ladder = gates::ladder(&input, self.model.as_deref());
+            let ladder = gates::ladder(&input, advice.clone());
             if ladder.verdict == Verdict::Block {
                 return Ok(Err(Some(ladder)));
             }

@@ -167,8 +167,12 @@ pub fn before_resolve(input: &GateInput<'_>) -> Ladder {
     run([scope::check, provenance::check_input], input, None)
 }
 
-/// The whole ladder: G1, G2, G3, G5 (when a model gate is given), G6.
-pub fn ladder(input: &GateInput<'_>, model: Option<&dyn ModelGate>) -> Ladder {
+/// The whole ladder: G1, G2, G3, G5 (when the model gate's result is given), G6.
+///
+/// G5's result is computed by the caller with [`model::check`] *before* the write transaction
+/// the ladder runs in: a model may be slow, and the ledger's write lock must not wait on it.
+/// Being advisory, it can only lower the verdict wherever it was computed.
+pub fn ladder(input: &GateInput<'_>, advice: Option<GateResult>) -> Ladder {
     run(
         [
             scope::check,
@@ -177,23 +181,29 @@ pub fn ladder(input: &GateInput<'_>, model: Option<&dyn ModelGate>) -> Ladder {
             provenance::check_input,
         ],
         input,
-        model,
+        advice,
     )
 }
 
 fn run<const N: usize>(
     gates: [fn(&GateInput<'_>) -> GateResult; N],
     input: &GateInput<'_>,
-    model: Option<&dyn ModelGate>,
+    mut advice: Option<GateResult>,
 ) -> Ladder {
     let mut results: Vec<GateResult> = Vec::with_capacity(N + 1);
     for (index, gate) in gates.iter().enumerate() {
-        // G5 sits before G6 in the ladder, so it runs before the last deterministic gate.
+        // G5 sits before G6 in the ladder, so it is placed before the last deterministic gate.
         if index + 1 == N
-            && let Some(model) = model
+            && let Some(advice) = advice.take()
         {
-            results.push(model::check(model, input));
-            if results.last().is_some_and(|r| r.verdict == Verdict::Block) {
+            assert_eq!(
+                advice.gate,
+                Gate::G5,
+                "only G5 is computed outside the ladder"
+            );
+            let blocked = advice.verdict == Verdict::Block;
+            results.push(advice);
+            if blocked {
                 break;
             }
         }
