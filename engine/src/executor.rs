@@ -33,6 +33,12 @@ use std::sync::Arc;
 /// Margin between the end of the longest rail call and the lease's expiry: a lease is never
 /// taken back from a holder whose call could still be running.
 pub const LEASE_MARGIN_MS: u64 = 5_000;
+/// Longest lease the engine accepts (one hour).
+pub const LEASE_TTL_MS_MAX: u64 = 3_600_000;
+/// Longest rail call timeout the engine accepts (ten minutes).
+pub const CALL_TIMEOUT_MS_MAX: u64 = 600_000;
+/// Longest rail lag bound the engine accepts (ten minutes).
+pub const RAIL_LAG_MS_MAX: u64 = 600_000;
 /// Steps one proposal may drive (start, call, outcome); bounds the executor's loop.
 pub const DRIVE_STEPS_MAX: u32 = 4;
 
@@ -72,6 +78,17 @@ impl EngineConfig {
                 "lease_ttl_ms {} must be at least call_timeout_ms {} + {LEASE_MARGIN_MS}",
                 self.lease_ttl_ms, self.call_timeout_ms
             ));
+        }
+        // Bounds that keep every deadline the engine computes far from overflow, and name what
+        // a sane configuration looks like.
+        for (name, value, max) in [
+            ("lease_ttl_ms", self.lease_ttl_ms, LEASE_TTL_MS_MAX),
+            ("call_timeout_ms", self.call_timeout_ms, CALL_TIMEOUT_MS_MAX),
+            ("rail_lag_ms", self.rail_lag_ms, RAIL_LAG_MS_MAX),
+        ] {
+            if value > max {
+                return bad(format!("{name} {value} is above its bound {max}"));
+            }
         }
         if self.rail_lag_ms < interlock_machine::RECONCILE_MIN_DELAY_MS {
             return bad(format!(

@@ -130,15 +130,30 @@ impl<R: Rail> Engine<R> {
         let now = self.clock.now_ms();
         let (call, distinct) = self.held_call(key)?;
         let action = action_of(&self.mandate, key, &call, distinct);
-        let mut referent = self.rail.resolve(&action).map_err(|e| e.to_string());
+        let referent = self.rail.resolve(&action).map_err(|e| e.to_string());
+        // A hold made while the rail could not be read is keyed on the agent's text. If the
+        // rail now names the subject differently, this intent is not the action the rail would
+        // carry out: approving it could pay a twin that the limits never saw together.
         if let Ok(found) = &referent
             && found.subject_id() != call.subject_id
         {
-            referent = Err(format!(
-                "the rail now answers {} for the held {}",
+            let message = format!(
+                "not approved, still held: the rail now answers {} for the held {}; reject this hold and propose the action again",
                 found.subject_id(),
                 call.subject_id
-            ));
+            );
+            let result = gates::GateResult::block(
+                gates::Gate::G2,
+                interlock_spec::reason::ReasonCode::ReferentUnresolvableBlocked,
+                message,
+            );
+            let ladder = gates::Ladder {
+                verdict: Verdict::Block,
+                results: vec![result],
+            };
+            let mut answer = refusal(ladder, Some(key.sik.clone()));
+            answer.state = Some(State::Held);
+            return Ok(answer);
         }
         let unread = gates::Usage::default();
         let advice = self.advice(&GateInput {
