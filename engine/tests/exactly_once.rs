@@ -485,3 +485,21 @@ fn the_rail_is_given_the_call_timeout_and_an_answer_after_it_is_not_believed() {
     assert_eq!(retry.reason_code, ReasonCode::IdempotentReplay, "{retry:?}");
     assert_eq!(inner.entities().len(), 1);
 }
+
+#[test]
+fn an_action_without_a_canonical_form_is_an_error_not_a_panic() {
+    // The parser refuses such arguments; an action built some other way must still not take
+    // the engine down inside its transaction.
+    let world = World::new();
+    let engine = world.engine(world.rail(), "p1");
+    let mut action = refund("pay_1002", 1_000);
+    action.passthrough.insert("speed".into(), json!(1.5));
+    let result = engine.propose(&action, Some(&live()));
+    assert!(result.is_err(), "{result:?}");
+    assert!(
+        engine.ledger().cores().unwrap().is_empty(),
+        "nothing was written"
+    );
+    assert!(engine.rail().executed().is_empty());
+    engine.ledger().verify_chain().unwrap();
+}

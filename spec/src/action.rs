@@ -104,6 +104,10 @@ pub enum ActionError {
     /// `settle_full_balance: true` names no amount, so nothing could bound it.
     #[error("settle_full_balance must be false: give the amount to settle explicitly")]
     FullBalance,
+    /// An argument has no canonical JSON form (a float, an integer above 2^53, nesting deeper
+    /// than the canonicalizer allows): it could not be keyed or recorded exactly.
+    #[error("arguments: {0}")]
+    NotCanonical(String),
 }
 
 /// Parses the arguments of a money tool of `kind`.
@@ -121,6 +125,13 @@ pub fn parse(
     if size > TOOL_ARGS_BYTES_MAX {
         return Err(ActionError::TooLarge(size));
     }
+    // Every argument is recorded in the hash-chained audit log and some enter the SIK, both as
+    // canonical JSON: one without a canonical form (a float anywhere, not only in `amount`) is
+    // refused here rather than found later. The amount is checked first for its own message.
+    if let Some(amount) = object.get("amount") {
+        Minor::positive_from_json(amount).map_err(ActionError::Amount)?;
+    }
+    crate::canonical::canonical_json(args).map_err(|e| ActionError::NotCanonical(e.to_string()))?;
     let mut passthrough = object.clone();
     let amount = passthrough
         .remove("amount")
@@ -269,6 +280,20 @@ mod tests {
         let huge =
             json!({"payment_id": "pay_1", "amount": 100, "notes": {"k": "x".repeat(20_000)}});
         assert!(matches!(refund(huge), Err(ActionError::TooLarge(_))));
+    }
+
+    #[test]
+    fn an_argument_without_a_canonical_form_is_refused_wherever_it_is() {
+        for args in [
+            json!({"payment_id": "pay_1", "amount": 100, "speed": 1.5}),
+            json!({"payment_id": "pay_1", "amount": 100, "notes": {"x": 9_007_199_254_740_993u64}}),
+        ] {
+            let error = refund(args.clone()).unwrap_err();
+            assert!(
+                matches!(error, ActionError::NotCanonical(_)),
+                "{args}: {error}"
+            );
+        }
     }
 
     #[test]
