@@ -4,6 +4,9 @@
 # fixed. Long fuzzing is a command of its own: see the README's development section.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
+# The fuzz crate is its own workspace: keep its build beside it whatever the caller's
+# CARGO_TARGET_DIR says, so the binaries are where this script runs them from.
+export CARGO_TARGET_DIR="$PWD/target"
 
 cargo build --locked --bins
 status=0
