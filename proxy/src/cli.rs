@@ -43,6 +43,67 @@ enum Command {
     Ledger(LedgerArgs),
     /// The audit log.
     Audit(AuditArgs),
+    /// Release a HELD intent: the attempt then runs against UPSTREAM.
+    Approve(ApproveArgs),
+    /// Refuse a HELD intent for good.
+    Reject(RejectArgs),
+    /// Settle a QUARANTINED intent: `--applied ENTITY_ID` or `--not-applied`.
+    Resolve(ResolveArgs),
+}
+
+#[derive(Args)]
+struct OperatorArgs {
+    /// The intent's SIK.
+    sik: String,
+    /// The mandate the intent was judged under (its merchant names the intent).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// The ledger; default `<mandate dir>/<mandate file stem>.ledger.db`.
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: Option<PathBuf>,
+    /// Who decides (recorded in the audit log).
+    #[arg(long, env = "INTERLOCK_OPERATOR")]
+    by: String,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ApproveArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    why: String,
+    /// Bound on the rail call, in milliseconds.
+    #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
+    call_timeout_ms: u64,
+    /// The upstream command and its arguments (the approved attempt is sent through it).
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct RejectArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    why: String,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("settled").required(true).args(["applied", "not_applied"])))]
+struct ResolveArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// The rail entity carrying this intent's stamp.
+    #[arg(long, value_name = "ENTITY_ID")]
+    applied: Option<String>,
+    /// Nothing was applied (refused until the rail's lag has passed).
+    #[arg(long)]
+    not_applied: bool,
 }
 
 #[derive(Args)]
@@ -150,6 +211,9 @@ pub fn run() -> ExitCode {
         Command::Audit(AuditArgs {
             what: AuditCommand::Verify { db, json },
         }) => audit_verify(&db, json),
+        Command::Approve(args) => approve(args),
+        Command::Reject(args) => reject(args),
+        Command::Resolve(args) => resolve(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -470,6 +534,136 @@ fn audit_verify(db: &Path, json_out: bool) -> Result<(), String> {
                 report.records, report.head
             )
         },
+    );
+    Ok(())
+}
+
+/// A rail for operator commands that need none: every call fails as unavailable.
+struct NoRail;
+
+impl interlock_engine::Rail for NoRail {
+    fn resolve(
+        &self,
+        _action: &interlock_spec::action::ProposedAction,
+    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
+        Err(interlock_engine::rail::RailError::Unavailable(
+            "no upstream in this command".into(),
+        ))
+    }
+    fn execute(&self, _call: &interlock_engine::RailCall) -> interlock_engine::RailOutcome {
+        interlock_engine::RailOutcome::Ambiguous {
+            detail: "no upstream in this command".into(),
+        }
+    }
+    fn list_page(
+        &self,
+        _query: &interlock_engine::rail::ListQuery,
+        _page: u32,
+    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
+        Err(interlock_engine::rail::RailError::Unavailable(
+            "no upstream in this command".into(),
+        ))
+    }
+}
+
+fn operator_engine<R: interlock_engine::Rail>(
+    op: &OperatorArgs,
+    rail: R,
+    call_timeout_ms: u64,
+) -> Result<(Engine<R>, interlock_engine::IntentKey), String> {
+    let mandate = load_mandate(&op.mandate)?;
+    let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
+    let ledger = open_existing(&db)?;
+    let sik = interlock_spec::ids::Sik::parse(&op.sik).map_err(|e| format!("SIK: {e}"))?;
+    let key = interlock_engine::IntentKey {
+        merchant_id: mandate.merchant_id.clone(),
+        sik,
+    };
+    let mut config = EngineConfig::new(instance_id()?);
+    config.call_timeout_ms = call_timeout_ms.max(1);
+    config.lease_ttl_ms = config
+        .lease_ttl_ms
+        .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
+    let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
+    Ok((engine, key))
+}
+
+fn approve(args: ApproveArgs) -> Result<(), String> {
+    let op = &args.op;
+    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
+    let rt = runtime()?;
+    let answer = rt.block_on(async {
+        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
+        let rail = McpRail {
+            upstream: upstream.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
+        let by = format!("{} ({})", op.by, args.why);
+        let answer = tokio::task::spawn_blocking(move || engine.approve(&key, &by))
+            .await
+            .map_err(|e| format!("the approval task failed: {e}"))?
+            .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
+        if let Ok(upstream) = Arc::try_unwrap(upstream) {
+            upstream.close().await;
+        }
+        Ok::<_, String>(answer)
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let block = crate::server::interlock_block(&answer);
+    print(op.json, &block, || {
+        format!(
+            "approved {} by {}: {:?} ({}) {}",
+            op.sik,
+            op.by,
+            answer.outcome,
+            answer.reason_code.as_str(),
+            answer.message
+        )
+    });
+    if answer.outcome == interlock_engine::Outcome::Applied {
+        Ok(())
+    } else {
+        Err(format!("approved, but the action is {:?}", answer.outcome))
+    }
+}
+
+fn reject(args: RejectArgs) -> Result<(), String> {
+    let op = &args.op;
+    let (engine, key) = operator_engine(op, NoRail, 10_000)?;
+    engine
+        .reject(&key, &op.by, &args.why)
+        .map_err(|e| format!("cannot reject {}: {e}", op.sik))?;
+    print(
+        op.json,
+        &json!({"ok": true, "sik": op.sik, "state": "BLOCKED", "by": op.by}),
+        || format!("rejected {} by {}: {}", op.sik, op.by, args.why),
+    );
+    Ok(())
+}
+
+fn resolve(args: ResolveArgs) -> Result<(), String> {
+    let op = &args.op;
+    let (engine, key) = operator_engine(op, NoRail, 10_000)?;
+    let state = match &args.applied {
+        Some(entity) => {
+            engine
+                .resolve_applied(&key, entity, &op.by)
+                .map_err(|e| format!("cannot resolve {}: {e}", op.sik))?;
+            "APPLIED"
+        }
+        None => {
+            engine
+                .resolve_not_applied(&key, &op.by)
+                .map_err(|e| format!("cannot resolve {}: {e}", op.sik))?;
+            "CONFIRMED_NOT_APPLIED"
+        }
+    };
+    print(
+        op.json,
+        &json!({"ok": true, "sik": op.sik, "state": state, "by": op.by}),
+        || format!("resolved {} as {state} by {}", op.sik, op.by),
     );
     Ok(())
 }

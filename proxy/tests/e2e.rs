@@ -72,7 +72,14 @@ async fn an_ungranted_tool_is_neither_listed_nor_callable() {
     let proxy = scene.proxy("none", &[]).await;
     let mut names = proxy.tool_names().await;
     names.sort();
-    assert_eq!(names, ["create_refund", "fetch_payment"]);
+    assert_eq!(
+        names,
+        [
+            "create_instant_settlement",
+            "create_refund",
+            "fetch_payment"
+        ]
+    );
     let result = proxy.call("fetch_balance", json!({})).await;
     assert_eq!(result.is_error, Some(true));
     assert_eq!(block(&result)["reason_code"], "TOOL_NOT_GRANTED");
@@ -90,7 +97,14 @@ async fn an_ungranted_tool_is_neither_listed_nor_callable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drifted_tool_is_not_listed_and_refused_when_called() {
-    let scene = scene("drift", &["fetch_payment", "create_refund"]);
+    let scene = scene(
+        "drift",
+        &[
+            "fetch_payment",
+            "create_refund",
+            "create_instant_settlement",
+        ],
+    );
     let proxy = scene.proxy("none", &[]).await;
     assert!(proxy.tool_names().await.is_empty());
     let read = proxy

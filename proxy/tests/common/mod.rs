@@ -133,6 +133,13 @@ scope:
         max_amount_minor: 500000
         min_amount_minor: 100
         currencies: [INR]
+    create_instant_settlement:
+      reversibility: irreversible
+      on_unresolvable: hold
+      value:
+        max_amount_minor: 100000
+        min_amount_minor: 200
+        currencies: [INR]
 limits:
   windows:
     - window_ms: 86400000
@@ -147,6 +154,9 @@ idempotency:
   create_refund:
     key_fields: [payment_id]
     window_ms: null
+  create_instant_settlement:
+    key_fields: [description]
+    window_ms: 86400000
 provenance:
   server_id: "{server_id}"
   manifest_sha256: "{manifest}"
@@ -157,11 +167,15 @@ provenance:
     create_refund:
       sha256: "{p2}"
       trust_tier: "pinned"
+    create_instant_settlement:
+      sha256: "{p3}"
+      trust_tier: "pinned"
 "#,
         server_id = pins["server_id"].as_str().unwrap(),
         manifest = pins["manifest_sha256"].as_str().unwrap(),
         p1 = pin("fetch_payment"),
         p2 = pin("create_refund"),
+        p3 = pin("create_instant_settlement"),
     );
     let mandate = dir.join("mandate.yaml");
     std::fs::write(&mandate, yaml).expect("write mandate");
@@ -308,6 +322,21 @@ impl Proxy {
     pub async fn close(self) {
         let _ = self.client.cancel().await;
     }
+}
+
+/// Runs `interlock ARGS` to its end; (exit code, stdout, stderr).
+pub fn interlock(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run interlock");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// SIGKILL a process.
