@@ -68,6 +68,21 @@ fn refusal(reason_code: &str, message: String, gates: Vec<Value>) -> CallToolRes
     result
 }
 
+/// The upstream is down, or a read through it failed: a retryable error; no money moved.
+fn unavailable(e: &crate::upstream::CallError) -> CallToolResult {
+    let message = format!("{e}; no money moved, retry this call as is");
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(json!({"interlock": {
+        "outcome": "UNAVAILABLE",
+        "reason_code": "UPSTREAM_UNAVAILABLE",
+        "message": message,
+        "sik": null,
+        "gates": [],
+        "retryable": true,
+    }}));
+    result
+}
+
 fn gate_refusal(g: &GateResult) -> CallToolResult {
     let code = serde_json::to_value(g.reason_code).unwrap_or(Value::Null);
     refusal(
@@ -154,8 +169,9 @@ impl Proxy {
         let live = match self.upstream.tools().await {
             Ok(tools) => self.upstream.live_tool(&tools, &name),
             Err(e) => {
+                // Nothing is sent anywhere: the agent may retry as is.
                 tracing::warn!(tool = %name, "cannot read the upstream's tools: {e}");
-                None
+                return Ok(unavailable(&e));
             }
         };
         let Some(kind) = money_kind(&name) else {
@@ -166,10 +182,10 @@ impl Proxy {
             }
             return match self.upstream.call(&name, request.arguments).await {
                 Ok(result) => Ok(result),
-                Err(e) => Err(McpError::internal_error(
-                    format!("{e}; this read may be retried"),
-                    None,
-                )),
+                Err(e) => {
+                    tracing::warn!(tool = %name, "read failed: {e}");
+                    Ok(unavailable(&e))
+                }
             };
         };
         let args = request

@@ -20,13 +20,29 @@ use serde_json::{Map, Value, json};
 /// Items per reconcile page (Razorpay allows up to 100).
 pub const PAGE_COUNT: u32 = 10;
 
-/// A running upstream and what we learnt about it at `initialize`.
+/// The shortest wait before restarting a dead upstream; doubled per failed start.
+pub const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The longest wait between restarts.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+type Client = RunningService<RoleClient, ()>;
+
+/// The upstream: a child process spoken to over MCP, restarted with bounded backoff if it dies.
 pub struct Upstream {
-    client: RunningService<RoleClient, ()>,
-    /// `name@version` as the upstream reports itself: the `server_id` G6 compares with the pin.
+    command: Vec<String>,
+    /// `name@version` as the upstream reported itself at the first start: the `server_id` G6
+    /// compares with the pin. A restarted upstream that reports another is not used.
     pub server_id: String,
     /// The bound on one call.
     pub timeout: Duration,
+    session: tokio::sync::Mutex<Session>,
+}
+
+struct Session {
+    client: Option<Arc<Client>>,
+    failures: u32,
+    next_try: tokio::time::Instant,
+    last_error: String,
 }
 
 /// How an upstream call failed without a tool result.
@@ -36,6 +52,13 @@ pub enum CallError {
     Timeout,
     /// The session failed (the upstream died, or answered with a protocol error).
     Service(String),
+    /// The upstream is down and being restarted; nothing was sent.
+    Restarting {
+        /// Why the last start failed, or that it died.
+        why: String,
+        /// When the next start is tried.
+        retry_in: Duration,
+    },
 }
 
 impl std::fmt::Display for CallError {
@@ -43,45 +66,116 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Timeout => write!(f, "the upstream did not answer in time"),
             CallError::Service(why) => write!(f, "the upstream failed: {why}"),
+            CallError::Restarting { why, retry_in } => write!(
+                f,
+                "the upstream is down and being restarted ({why}); retry in {} ms",
+                retry_in.as_millis().max(1)
+            ),
         }
     }
+}
+
+async fn start(command: &[String], timeout: Duration) -> Result<(Client, String), String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or("no upstream command given (after --)")?;
+    let cmd = tokio::process::Command::new(program).configure(|c| {
+        c.args(args);
+    });
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
+    let client = tokio::time::timeout(timeout.max(Duration::from_secs(10)), ().serve(transport))
+        .await
+        .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
+        .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
+    let server_id = client
+        .peer_info()
+        .and_then(|info| info.server_info.clone())
+        .map(|s| format!("{}@{}", s.name, s.version))
+        .unwrap_or_else(|| "unknown@unknown".to_owned());
+    Ok((client, server_id))
 }
 
 impl Upstream {
     /// Starts `command` (program and arguments) and completes the MCP handshake.
     pub async fn spawn(command: &[String], timeout: Duration) -> Result<Upstream, String> {
-        let (program, args) = command
-            .split_first()
-            .ok_or("no upstream command given (after --)")?;
-        let cmd = tokio::process::Command::new(program).configure(|c| {
-            c.args(args);
-        });
-        let (transport, _stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
-        let client =
-            tokio::time::timeout(timeout.max(Duration::from_secs(10)), ().serve(transport))
-                .await
-                .map_err(|_| {
-                    format!("the upstream {program:?} did not complete initialize in time")
-                })?
-                .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
-        let server_id = client
-            .peer_info()
-            .and_then(|info| info.server_info.clone())
-            .map(|s| format!("{}@{}", s.name, s.version))
-            .unwrap_or_else(|| "unknown@unknown".to_owned());
+        let (client, server_id) = start(command, timeout).await?;
         Ok(Upstream {
-            client,
+            command: command.to_vec(),
             server_id,
             timeout,
+            session: tokio::sync::Mutex::new(Session {
+                client: Some(Arc::new(client)),
+                failures: 0,
+                next_try: tokio::time::Instant::now(),
+                last_error: String::new(),
+            }),
         })
+    }
+
+    /// The live session, restarting a dead upstream when its backoff has passed.
+    async fn client(&self) -> Result<Arc<Client>, CallError> {
+        let mut session = self.session.lock().await;
+        if let Some(client) = &session.client {
+            if !client.peer().is_transport_closed() {
+                return Ok(client.clone());
+            }
+            tracing::warn!("the upstream died; restarting it");
+            session.client = None;
+            session.last_error = "it exited".to_owned();
+        }
+        let now = tokio::time::Instant::now();
+        if now < session.next_try {
+            return Err(CallError::Restarting {
+                why: session.last_error.clone(),
+                retry_in: session.next_try - now,
+            });
+        }
+        let started = match start(&self.command, self.timeout).await {
+            Ok((client, id)) if id == self.server_id => Ok(client),
+            Ok((client, id)) => {
+                let _ = client.cancel().await;
+                Err(format!(
+                    "the restarted upstream reports {id:?}, not {:?}",
+                    self.server_id
+                ))
+            }
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(client) => {
+                tracing::info!(failures = session.failures, "upstream restarted");
+                session.failures = 0;
+                let client = Arc::new(client);
+                session.client = Some(client.clone());
+                Ok(client)
+            }
+            Err(why) => {
+                session.failures = session.failures.saturating_add(1);
+                let backoff = RESTART_BACKOFF_MIN
+                    .saturating_mul(1 << session.failures.min(10))
+                    .min(RESTART_BACKOFF_MAX);
+                session.next_try = tokio::time::Instant::now() + backoff;
+                session.last_error = why.clone();
+                tracing::warn!(
+                    failures = session.failures,
+                    ?backoff,
+                    "upstream restart failed: {why}"
+                );
+                Err(CallError::Restarting {
+                    why,
+                    retry_in: backoff,
+                })
+            }
+        }
     }
 
     /// The upstream's tools, now.
     pub async fn tools(&self) -> Result<Vec<Tool>, CallError> {
-        match tokio::time::timeout(self.timeout, self.client.list_all_tools()).await {
+        let client = self.client().await?;
+        match tokio::time::timeout(self.timeout, client.list_all_tools()).await {
             Err(_) => Err(CallError::Timeout),
             Ok(Err(e)) => Err(CallError::Service(e.to_string())),
             Ok(Ok(tools)) => Ok(tools),
@@ -94,11 +188,12 @@ impl Upstream {
         tool: &str,
         args: Option<Map<String, Value>>,
     ) -> Result<CallToolResult, CallError> {
+        let client = self.client().await?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         if let Some(args) = args {
             params = params.with_arguments(args);
         }
-        match tokio::time::timeout(self.timeout, self.client.call_tool(params)).await {
+        match tokio::time::timeout(self.timeout, client.call_tool(params)).await {
             Err(_) => Err(CallError::Timeout),
             Ok(Err(e)) => Err(CallError::Service(e.to_string())),
             Ok(Ok(result)) => Ok(result),
@@ -115,7 +210,10 @@ impl Upstream {
 
     /// Closes the session; the child exits when its stdin closes.
     pub async fn close(self) {
-        let _ = self.client.cancel().await;
+        let client = self.session.into_inner().client;
+        if let Some(client) = client.and_then(|c| Arc::try_unwrap(c).ok()) {
+            let _ = client.cancel().await;
+        }
     }
 }
 

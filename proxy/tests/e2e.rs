@@ -390,3 +390,50 @@ fn serve_refuses_a_live_key_and_an_expired_mandate() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--agent"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_upstream_is_restarted_and_its_last_call_reconciled() {
+    let scene = scene("conn-reset", &[]);
+    // The first money call is applied, then the mock exits without answering.
+    let proxy = scene
+        .proxy("conn_reset@1", &["--reconcile-every-ms", "200"])
+        .await;
+    let first = proxy.refund("pay_1004", 100).await;
+    let info = block(&first);
+    // pay_1004 is fully refunded: the engine refuses before any money call.
+    assert_eq!(info["outcome"], "REFUSED", "{info}");
+    let first = proxy.refund("pay_1002", 4_321).await;
+    let info = block(&first);
+    assert_eq!(first.is_error, Some(true));
+    assert_eq!(info["outcome"], "UNKNOWN", "{info}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut unavailable = 0;
+    let replay = loop {
+        let again = proxy.refund("pay_1002", 4_321).await;
+        let info = block(&again);
+        match info["outcome"].as_str().unwrap() {
+            "APPLIED" => break info,
+            "UNAVAILABLE" => {
+                unavailable += 1;
+                assert_eq!(info["reason_code"], "UPSTREAM_UNAVAILABLE");
+                assert!(text_of(&again).contains("retry"), "{}", text_of(&again));
+            }
+            "IN_PROGRESS" | "UNKNOWN" => {}
+            other => panic!("{other}: {info}"),
+        }
+        assert!(Instant::now() < deadline, "not reconciled in time: {info}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        replay["reason_code"], "IDEMPOTENT_REPLAY",
+        "{replay} ({unavailable} unavailable)"
+    );
+    // A read works again through the restarted upstream.
+    let payment = proxy
+        .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+        .await;
+    assert_ne!(payment.is_error, Some(true), "{}", text_of(&payment));
+    proxy.close().await;
+    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+    assert_eq!(scene.inspect()["call_counters"]["money_calls"], 1);
+}
