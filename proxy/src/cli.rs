@@ -149,6 +149,13 @@ struct CheckArgs {
 
 #[derive(Args)]
 struct PinArgs {
+    /// Pin only the tools this mandate grants (and, with `--write`, update its provenance).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: Option<PathBuf>,
+    /// Rewrite the mandate's `provenance:` section with the pins (the rest of the file, comments
+    /// included, is kept). The result is validated before it replaces the file.
+    #[arg(long, requires = "mandate")]
+    write: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -362,7 +369,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         });
         let server = ProxyServer(Arc::new(Proxy {
             engine,
-            upstream,
+            upstream: upstream.clone(),
             agent_id,
         }));
         let (reader, writer) = rmcp::transport::io::stdio_pipes();
@@ -373,6 +380,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 return Ok(());
             }
         };
+        upstream.forward_list_changed_to(running.peer().clone());
         tracing::info!("serving MCP on stdio");
         let reason = running
             .waiting()
@@ -450,30 +458,94 @@ fn pin(args: PinArgs) -> Result<(), String> {
         upstream.close().await;
         Ok::<_, String>((id, tools))
     })?;
+    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
+    let wanted = |name: &str| {
+        mandate.as_ref().is_none_or(|m| {
+            interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
+        })
+    };
     let mut pins = serde_json::Map::new();
     let mut manifest = Vec::new();
     for tool in &tools {
         let hash = tool_sha256(tool)?;
         manifest.push(json!({"name": tool.name, "sha256": hash}));
-        pins.insert(tool.name.to_string(), json!(hash));
+        if wanted(&tool.name) {
+            pins.insert(tool.name.to_string(), json!(hash));
+        }
+    }
+    if let Some(mandate) = &mandate {
+        let missing: Vec<&str> = mandate
+            .scope
+            .grants
+            .keys()
+            .map(|t| t.as_str())
+            .filter(|t| !pins.contains_key(*t))
+            .collect();
+        if !missing.is_empty() {
+            eprintln!(
+                "interlock: warning: the upstream does not offer granted tool(s) {}",
+                missing.join(", ")
+            );
+        }
     }
     let manifest_sha256 = interlock_spec::hash::sha256_hex(
         interlock_spec::canonical::canonical_json(&Value::Array(manifest))
             .map_err(|e| e.to_string())?
             .as_bytes(),
     );
+    let mut section = format!(
+        "provenance:\n  # Written by `interlock pin`.\n  server_id: \"{server_id}\"\n  manifest_sha256: \"{manifest_sha256}\"\n  pinned_manifests:\n"
+    );
+    for (name, hash) in &pins {
+        section.push_str(&format!(
+            "    {name}:\n      sha256: {hash}\n      trust_tier: \"pinned\"\n"
+        ));
+    }
+    if args.write {
+        let path = args.mandate.as_deref().expect("clap requires --mandate");
+        write_provenance(path, &section)?;
+    }
     let out = json!({"server_id": server_id, "manifest_sha256": manifest_sha256, "tools": pins});
-    print(args.json, &out, || {
-        let mut text = format!(
-            "provenance:\n  server_id: \"{server_id}\"\n  manifest_sha256: \"{manifest_sha256}\"\n  pinned_manifests:\n"
-        );
-        for (name, hash) in &pins {
-            text.push_str(&format!(
-                "    {name}:\n      sha256: {hash}\n      trust_tier: \"pinned\"\n"
-            ));
+    print(args.json, &out, || section.trim_end().to_owned());
+    Ok(())
+}
+
+/// Replaces the top-level `provenance:` block of the mandate at `path` (or appends one), checks
+/// the result parses and validates, then renames it into place.
+fn write_provenance(path: &Path, section: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
+    let mut out = String::new();
+    let mut skipping = false;
+    let mut written = false;
+    for line in text.lines() {
+        let top_level = !line.is_empty() && !line.starts_with([' ', '\t', '#']);
+        if top_level {
+            skipping = false;
         }
-        text.trim_end().to_owned()
-    });
+        if top_level && line.starts_with("provenance:") {
+            skipping = true;
+            written = true;
+            out.push_str(section);
+            continue;
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !written {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(section);
+    }
+    Mandate::parse_yaml(&out)
+        .map_err(|e| format!("the pinned mandate would not validate, left unchanged: {e}"))?;
+    let tmp = path.with_extension("yaml.tmp");
+    std::fs::write(&tmp, &out).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+    eprintln!("interlock: pinned {}", path.display());
     Ok(())
 }
 

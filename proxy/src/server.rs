@@ -251,7 +251,10 @@ fn interlock_spec_now() -> u64 {
 
 impl ServerHandler for ProxyServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build())
             .with_server_info(Implementation::new("interlock", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Interlock guards money-moving tools: refusals are tool results with isError and a reason.",

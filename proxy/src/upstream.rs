@@ -11,9 +11,10 @@ use interlock_engine::rail::{ListPage, ListQuery, OrderReferent, PaymentReferent
 use interlock_engine::{Rail, RailCall, RailOutcome, Referent};
 use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
 use interlock_spec::money::{Currency, Minor};
+use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RoleServer, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +26,25 @@ pub const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// The longest wait between restarts.
 pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, UpstreamHandler>;
+
+/// The client side's handler: passes the upstream's `tools/list_changed` on to the agent. (G6
+/// needs no cache to invalidate: every call and every listing reads the live definitions.)
+#[derive(Clone, Default)]
+pub struct UpstreamHandler {
+    agent: Arc<std::sync::OnceLock<Peer<RoleServer>>>,
+}
+
+impl ClientHandler for UpstreamHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::warn!("the upstream's tools changed; each call re-checks its pin");
+        if let Some(agent) = self.agent.get()
+            && let Err(e) = agent.notify_tool_list_changed().await
+        {
+            tracing::warn!("cannot tell the agent the tools changed: {e}");
+        }
+    }
+}
 
 /// The upstream: a child process spoken to over MCP, restarted with bounded backoff if it dies.
 pub struct Upstream {
@@ -36,6 +55,7 @@ pub struct Upstream {
     /// The bound on one call.
     pub timeout: Duration,
     session: tokio::sync::Mutex<Session>,
+    handler: UpstreamHandler,
 }
 
 struct Session {
@@ -75,7 +95,11 @@ impl std::fmt::Display for CallError {
     }
 }
 
-async fn start(command: &[String], timeout: Duration) -> Result<(Client, String), String> {
+async fn start(
+    command: &[String],
+    timeout: Duration,
+    handler: UpstreamHandler,
+) -> Result<(Client, String), String> {
     let (program, args) = command
         .split_first()
         .ok_or("no upstream command given (after --)")?;
@@ -86,10 +110,13 @@ async fn start(command: &[String], timeout: Duration) -> Result<(Client, String)
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
-    let client = tokio::time::timeout(timeout.max(Duration::from_secs(10)), ().serve(transport))
-        .await
-        .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
-        .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
+    let client = tokio::time::timeout(
+        timeout.max(Duration::from_secs(10)),
+        handler.serve(transport),
+    )
+    .await
+    .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
+    .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
     let server_id = client
         .peer_info()
         .and_then(|info| info.server_info.clone())
@@ -101,8 +128,10 @@ async fn start(command: &[String], timeout: Duration) -> Result<(Client, String)
 impl Upstream {
     /// Starts `command` (program and arguments) and completes the MCP handshake.
     pub async fn spawn(command: &[String], timeout: Duration) -> Result<Upstream, String> {
-        let (client, server_id) = start(command, timeout).await?;
+        let handler = UpstreamHandler::default();
+        let (client, server_id) = start(command, timeout, handler.clone()).await?;
         Ok(Upstream {
+            handler,
             command: command.to_vec(),
             server_id,
             timeout,
@@ -133,7 +162,7 @@ impl Upstream {
                 retry_in: session.next_try - now,
             });
         }
-        let started = match start(&self.command, self.timeout).await {
+        let started = match start(&self.command, self.timeout, self.handler.clone()).await {
             Ok((client, id)) if id == self.server_id => Ok(client),
             Ok((client, id)) => {
                 let _ = client.cancel().await;
@@ -170,6 +199,11 @@ impl Upstream {
                 })
             }
         }
+    }
+
+    /// Where the upstream's `tools/list_changed` is passed on to (set once serving).
+    pub fn forward_list_changed_to(&self, agent: Peer<RoleServer>) {
+        let _ = self.handler.agent.set(agent);
     }
 
     /// The upstream's tools, now.

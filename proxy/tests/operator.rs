@@ -139,3 +139,41 @@ fn check_summarises_a_mandate_and_refuses_unknown_fields() {
     let (code, _, _) = interlock(&[OsStr::new("check")]);
     assert_eq!(code, 2, "a missing --mandate is a usage error");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pin_write_repairs_drifted_pins_and_keeps_the_rest_of_the_file() {
+    let scene = scene(
+        "pin-write",
+        &[
+            "fetch_payment",
+            "create_refund",
+            "create_instant_settlement",
+        ],
+    );
+    let before = std::fs::read_to_string(&scene.mandate).unwrap();
+    let mock = mock_bin().as_os_str().to_owned();
+    let (code, stdout, stderr) = interlock(&[
+        OsStr::new("pin"),
+        OsStr::new("--mandate"),
+        scene.mandate.as_os_str(),
+        OsStr::new("--write"),
+        OsStr::new("--json"),
+        OsStr::new("--"),
+        &mock,
+        OsStr::new("--seed"),
+        OsStr::new("demo"),
+        OsStr::new("--log-level"),
+        OsStr::new("error"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    let pinned: Vec<&String> = out["tools"].as_object().unwrap().keys().collect();
+    assert_eq!(pinned.len(), 3, "only the granted tools: {pinned:?}");
+    let after = std::fs::read_to_string(&scene.mandate).unwrap();
+    assert!(!after.contains(&"0".repeat(64)));
+    let head = |t: &str| t[..t.find("provenance:").unwrap()].to_owned();
+    assert_eq!(head(&before), head(&after), "the rest of the file is kept");
+    let proxy = scene.proxy("none", &[]).await;
+    assert_eq!(proxy.tool_names().await.len(), 3);
+    proxy.close().await;
+}
