@@ -437,3 +437,87 @@ async fn a_dead_upstream_is_restarted_and_its_last_call_reconciled() {
     assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
     assert_eq!(scene.inspect()["call_counters"]["money_calls"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_arguments_get_clear_refusals_and_leave_the_ledger_unchanged() {
+    let scene = scene("hostile", &[]);
+    let proxy = scene.proxy("none", &[]).await;
+    let mut nested = json!(1);
+    // 100, not 200: past serde_json's recursion limit (128) rmcp drops the frame unanswered
+    // (seen: no answer in 30 s), a gap this test does not cover yet.
+    for _ in 0..100 {
+        nested = json!({ "n": nested });
+    }
+    let huge = "x".repeat(64 * 1024);
+    let cases = [
+        (
+            json!({"payment_id": "pay_1002", "amount": 1000, "notes": {"big": huge}}),
+            "bytes",
+        ),
+        (
+            json!({"payment_id": "pay_1002", "amount": 1000, "receipt": "mine"}),
+            "receipt",
+        ),
+        (
+            json!({"payment_id": "pay_1002", "amount": 1000, "notes": {"interlock_sik": "x"}}),
+            "interlock_sik",
+        ),
+        (
+            json!({"payment_id": "pay_1002 OR 1=1", "amount": 1000}),
+            "payment_id",
+        ),
+        (json!({"amount": 1000}), "payment_id is required"),
+    ];
+    for (args, expected) in cases {
+        let result = proxy.call("create_refund", args).await;
+        assert_eq!(result.is_error, Some(true));
+        let text = text_of(&result);
+        assert!(text.contains(expected), "{expected}: {text}");
+        assert_eq!(block(&result)["sik"], Value::Null);
+    }
+    // Other arguments are not checked by Interlock: a nested `speed` reaches the rail, which
+    // refuses it (BAD_REQUEST_ERROR); the intent is recorded as rejected, nothing moved.
+    let result = proxy
+        .call(
+            "create_refund",
+            json!({"payment_id": "pay_1002", "amount": 1000, "speed": nested}),
+        )
+        .await;
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(
+        block(&result)["outcome"],
+        "REJECTED",
+        "{}",
+        text_of(&result)
+    );
+    assert!(text_of(&result).contains("BAD_REQUEST_ERROR"));
+    // Unicode in the distinct reason is accepted as text, and makes its own intent.
+    let result = proxy
+        .call(
+            "create_refund",
+            json!({"payment_id": "pay_1002", "amount": 1000,
+                "interlock_distinct_reason": "レビュー後の返金 ✓"}),
+        )
+        .await;
+    let info = block(&result);
+    assert!(
+        ["APPLIED", "REFUSED"].contains(&info["outcome"].as_str().unwrap()),
+        "{info}"
+    );
+    proxy.close().await;
+    let (code, stdout, _) = interlock(&[
+        std::ffi::OsStr::new("ledger"),
+        std::ffi::OsStr::new("--db"),
+        scene.db.as_os_str(),
+        std::ffi::OsStr::new("--json"),
+    ]);
+    assert_eq!(code, 0);
+    let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let expected = 1 + usize::from(info["outcome"] == "APPLIED");
+    assert_eq!(
+        rows.len(),
+        expected,
+        "only the rail-rejected and the unicode refunds made intents: {rows:?}"
+    );
+    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), expected - 1);
+}
