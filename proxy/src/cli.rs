@@ -49,6 +49,27 @@ enum Command {
     Reject(RejectArgs),
     /// Settle a QUARANTINED intent: `--applied ENTITY_ID` or `--not-applied`.
     Resolve(ResolveArgs),
+    /// Run one reconcile pass now over every intent that is due, against UPSTREAM.
+    Reconcile(ReconcileArgs),
+}
+
+#[derive(Args)]
+struct ReconcileArgs {
+    /// The mandate the intents were judged under.
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// The ledger; default `<mandate dir>/<mandate file stem>.ledger.db`.
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: Option<PathBuf>,
+    /// Bound on each rail call, in milliseconds.
+    #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
+    call_timeout_ms: u64,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// The upstream command and its arguments.
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
 }
 
 #[derive(Args)]
@@ -221,6 +242,7 @@ pub fn run() -> ExitCode {
         Command::Approve(args) => approve(args),
         Command::Reject(args) => reject(args),
         Command::Resolve(args) => resolve(args),
+        Command::Reconcile(args) => reconcile(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -737,5 +759,55 @@ fn resolve(args: ResolveArgs) -> Result<(), String> {
         &json!({"ok": true, "sik": op.sik, "state": state, "by": op.by}),
         || format!("resolved {} as {state} by {}", op.sik, op.by),
     );
+    Ok(())
+}
+
+fn reconcile(args: ReconcileArgs) -> Result<(), String> {
+    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
+    let rt = runtime()?;
+    let passes = rt.block_on(async {
+        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
+        let rail = McpRail {
+            upstream: upstream.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let op = OperatorArgs {
+            sik: String::new(),
+            mandate: args.mandate.clone(),
+            db: args.db.clone(),
+            by: String::new(),
+            json: args.json,
+        };
+        let mandate = load_mandate(&op.mandate)?;
+        let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
+        let ledger = open_existing(&db)?;
+        let mut config = EngineConfig::new(instance_id()?);
+        config.call_timeout_ms = args.call_timeout_ms.max(1);
+        config.lease_ttl_ms = config
+            .lease_ttl_ms
+            .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
+        let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
+            .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let passes = tokio::task::spawn_blocking(move || engine.reconcile_due())
+            .await
+            .map_err(|e| format!("the reconcile task failed: {e}"))?
+            .map_err(|e| format!("reconcile failed: {e}"))?;
+        if let Ok(upstream) = Arc::try_unwrap(upstream) {
+            upstream.close().await;
+        }
+        Ok::<_, String>(passes)
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let rows: Vec<Value> = passes
+        .iter()
+        .map(|(key, result)| json!({"sik": key.sik, "result": format!("{result:?}")}))
+        .collect();
+    print(args.json, &Value::Array(rows), || {
+        let mut text = format!("{} intent(s) reconciled\n", passes.len());
+        for (key, result) in &passes {
+            text.push_str(&format!("  {}  {result:?}\n", key.sik));
+        }
+        text.trim_end().to_owned()
+    });
     Ok(())
 }

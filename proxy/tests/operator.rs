@@ -177,3 +177,64 @@ async fn pin_write_repairs_drifted_pins_and_keeps_the_rest_of_the_file() {
     assert_eq!(proxy.tool_names().await.len(), 3);
     proxy.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_settles_an_unknown_outcome_from_the_command_line() {
+    let scene = scene("reconcile-cli", &[]);
+    let proxy = scene
+        .proxy(
+            "timeout_after_apply@1",
+            &[
+                "--call-timeout-ms",
+                "1000",
+                "--reconcile-every-ms",
+                "3600000",
+            ],
+        )
+        .await;
+    let first = proxy.refund("pay_1002", 5_555).await;
+    let info = block(&first);
+    assert_eq!(info["outcome"], "UNKNOWN", "{info}");
+    let sik = info["sik"].as_str().unwrap().to_owned();
+    proxy.close().await;
+    let mock = mock_bin().as_os_str().to_owned();
+    let args = [
+        OsStr::new("reconcile"),
+        OsStr::new("--json"),
+        OsStr::new("--mandate"),
+        scene.mandate.as_os_str(),
+        OsStr::new("--db"),
+        scene.db.as_os_str(),
+        OsStr::new("--"),
+        &mock,
+        OsStr::new("--journal"),
+        scene.journal.as_os_str(),
+        OsStr::new("--seed"),
+        OsStr::new("demo"),
+        OsStr::new("--log-level"),
+        OsStr::new("error"),
+    ];
+    // Due once the rail's lag has passed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (code, stdout, stderr) = interlock(&args);
+        assert_eq!(code, 0, "{stderr}");
+        let passes: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+        if passes.iter().any(|p| p["sik"] == sik.as_str()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never due");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let (_, stdout, _) = interlock(&[
+        OsStr::new("ledger"),
+        OsStr::new("--db"),
+        scene.db.as_os_str(),
+        OsStr::new("show"),
+        OsStr::new(&sik),
+        OsStr::new("--json"),
+    ]);
+    let row: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(row["state"], "APPLIED", "{row}");
+    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+}
