@@ -1,0 +1,813 @@
+//! The command line: `serve`, `check`, `pin`, `ledger`, `audit verify`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use interlock_engine::{Engine, EngineConfig, Ledger, SystemClock};
+use interlock_spec::ids::AgentId;
+use interlock_spec::mandate::Mandate;
+use rmcp::ServiceExt;
+use serde_json::{Value, json};
+
+use crate::server::{Proxy, ProxyServer};
+use crate::upstream::{McpRail, Upstream, tool_sha256};
+
+/// Exit code for a refusal or a failed check.
+const EXIT_FAILED: u8 = 1;
+
+#[derive(Parser)]
+#[command(
+    name = "interlock",
+    version,
+    about = "An MCP proxy that stops AI agents from paying twice or paying more than a human authorised.",
+    after_help = "Exit codes: 0 ok; 1 refused or a failed check; 2 usage.\nLogs go to stderr (RUST_LOG=error|warn|info|debug|trace); stdout carries only JSON-RPC in serve mode."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP on stdio in front of UPSTREAM (started as a child process).
+    Serve(ServeArgs),
+    /// Validate a mandate and summarise it.
+    Check(CheckArgs),
+    /// Print the pins (server id and per-tool SHA-256) of an upstream's tools.
+    Pin(PinArgs),
+    /// Read the ledger's intents.
+    Ledger(LedgerArgs),
+    /// The audit log.
+    Audit(AuditArgs),
+    /// Release a HELD intent: the attempt then runs against UPSTREAM.
+    Approve(ApproveArgs),
+    /// Refuse a HELD intent for good.
+    Reject(RejectArgs),
+    /// Settle a QUARANTINED intent: `--applied ENTITY_ID` or `--not-applied`.
+    Resolve(ResolveArgs),
+    /// Run one reconcile pass now over every intent that is due, against UPSTREAM.
+    Reconcile(ReconcileArgs),
+}
+
+#[derive(Args)]
+struct ReconcileArgs {
+    /// The mandate the intents were judged under.
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// The ledger; default `<mandate dir>/<mandate file stem>.ledger.db`.
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: Option<PathBuf>,
+    /// Bound on each rail call, in milliseconds.
+    #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
+    call_timeout_ms: u64,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// The upstream command and its arguments.
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct OperatorArgs {
+    /// The intent's SIK.
+    sik: String,
+    /// The mandate the intent was judged under (its merchant names the intent).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// The ledger; default `<mandate dir>/<mandate file stem>.ledger.db`.
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: Option<PathBuf>,
+    /// Who decides (recorded in the audit log).
+    #[arg(long, env = "INTERLOCK_OPERATOR")]
+    by: String,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ApproveArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    why: String,
+    /// Bound on the rail call, in milliseconds.
+    #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
+    call_timeout_ms: u64,
+    /// The upstream command and its arguments (the approved attempt is sent through it).
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct RejectArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// Why (recorded in the audit log).
+    #[arg(long)]
+    why: String,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("settled").required(true).args(["applied", "not_applied"])))]
+struct ResolveArgs {
+    #[command(flatten)]
+    op: OperatorArgs,
+    /// The rail entity carrying this intent's stamp.
+    #[arg(long, value_name = "ENTITY_ID")]
+    applied: Option<String>,
+    /// Nothing was applied (refused until the rail's lag has passed).
+    #[arg(long)]
+    not_applied: bool,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The mandate (YAML).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// The ledger (SQLite); default `<mandate dir>/<mandate file stem>.ledger.db`.
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: Option<PathBuf>,
+    /// The agent this proxy speaks for. Required: the agent's identity is configuration, not
+    /// something read from the mandate it is checked against.
+    #[arg(long, env = "INTERLOCK_AGENT_ID")]
+    agent: String,
+    /// Bound on one upstream call, in milliseconds; a money call that runs out is ambiguous.
+    #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
+    call_timeout_ms: u64,
+    /// Start even if RAZORPAY_KEY_ID is a live key (real money).
+    #[arg(long, env = "INTERLOCK_ALLOW_LIVE")]
+    allow_live: bool,
+    /// How long a lease on an intent lasts, in milliseconds; at least the call timeout + 5000.
+    /// Default: the larger of 30000 and that minimum. A restart after a crash waits for the dead
+    /// process's leases to expire before it settles their intents.
+    #[arg(long, env = "INTERLOCK_LEASE_TTL_MS")]
+    lease_ttl_ms: Option<u64>,
+    /// How often the reconciler runs, in milliseconds.
+    #[arg(long, env = "INTERLOCK_RECONCILE_EVERY_MS", default_value_t = 1_000)]
+    reconcile_every_ms: u64,
+    /// The upstream command and its arguments.
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The mandate (YAML).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PinArgs {
+    /// Pin only the tools this mandate grants (and, with `--write`, update its provenance).
+    #[arg(long, env = "INTERLOCK_MANDATE")]
+    mandate: Option<PathBuf>,
+    /// Rewrite the mandate's `provenance:` section with the pins (the rest of the file, comments
+    /// included, is kept). The result is validated before it replaces the file.
+    #[arg(long, requires = "mandate")]
+    write: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+    /// The upstream command and its arguments.
+    #[arg(last = true, required = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct LedgerArgs {
+    /// The ledger (SQLite).
+    #[arg(long, env = "INTERLOCK_DB_PATH")]
+    db: PathBuf,
+    /// Machine-readable output.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    what: Option<LedgerCommand>,
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Every intent (the default).
+    List,
+    /// One intent.
+    Show {
+        /// The intent's SIK.
+        sik: String,
+    },
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    #[command(subcommand)]
+    what: AuditCommand,
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Walk the hash chain.
+    Verify {
+        /// The ledger (SQLite).
+        #[arg(long, env = "INTERLOCK_DB_PATH")]
+        db: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parses the command line and runs it.
+pub fn run() -> ExitCode {
+    init_logs();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Check(args) => check(args),
+        Command::Pin(args) => pin(args),
+        Command::Ledger(args) => ledger(args),
+        Command::Audit(AuditArgs {
+            what: AuditCommand::Verify { db, json },
+        }) => audit_verify(&db, json),
+        Command::Approve(args) => approve(args),
+        Command::Reject(args) => reject(args),
+        Command::Resolve(args) => resolve(args),
+        Command::Reconcile(args) => reconcile(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("interlock: {why}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn init_logs() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // RUST_LOG in the `target=level,level` form; by default our decisions at info, the rest warn.
+    let targets = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|text| text.parse::<Targets>().ok())
+        .unwrap_or_else(|| {
+            Targets::new()
+                .with_target("interlock", LevelFilter::INFO)
+                .with_default(LevelFilter::WARN)
+        });
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(targets)
+        .init();
+}
+
+fn now_ms() -> u64 {
+    use interlock_engine::Clock;
+    SystemClock.now_ms()
+}
+
+fn load_mandate(path: &Path) -> Result<Mandate, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
+    Mandate::parse_yaml(&text).map_err(|e| format!("mandate {} is invalid: {e}", path.display()))
+}
+
+fn load_active_mandate(path: &Path) -> Result<Mandate, String> {
+    let mandate = load_mandate(path)?;
+    mandate
+        .check_active(now_ms())
+        .map_err(|e| format!("mandate {} is not in force: {e}", path.display()))?;
+    Ok(mandate)
+}
+
+/// A lease-owner name unique to this process start: pid and 8 random bytes from the OS.
+fn instance_id() -> Result<String, String> {
+    use std::io::Read;
+    let mut nonce = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut nonce))
+        .map_err(|e| format!("cannot read /dev/urandom for the instance id: {e}"))?;
+    let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("ilk-{}-{hex}", std::process::id()))
+}
+
+fn default_db(mandate: &Path) -> PathBuf {
+    let stem = mandate
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "mandate".to_owned());
+    mandate
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{stem}.ledger.db"))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let mandate = load_active_mandate(&args.mandate)?;
+    let agent_id = AgentId::parse(&args.agent).map_err(|e| format!("--agent: {e}"))?;
+    if let Ok(key) = std::env::var("RAZORPAY_KEY_ID")
+        && key.starts_with("rzp_live_")
+        && !args.allow_live
+    {
+        return Err(
+            "RAZORPAY_KEY_ID is a live key (rzp_live_…): the upstream would move real money; refusing to start without --allow-live"
+                .to_owned(),
+        );
+    }
+    let db = args.db.clone().unwrap_or_else(|| default_db(&args.mandate));
+    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
+        tracing::info!(server_id = %upstream.server_id, "upstream started");
+        let ledger = Ledger::open(&db).map_err(|e| format!("cannot open the ledger: {e}"))?;
+        let chain = ledger
+            .verify_chain()
+            .map_err(|e| format!("the ledger's audit chain does not verify: {e}"))?;
+        tracing::info!(db = %db.display(), records = chain.records, "ledger open, chain verified");
+        let mut config = EngineConfig::new(instance_id()?);
+        config.call_timeout_ms = args.call_timeout_ms.max(1);
+        let floor = config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS;
+        config.lease_ttl_ms = args
+            .lease_ttl_ms
+            .unwrap_or_else(|| config.lease_ttl_ms.max(floor));
+        let rail = McpRail {
+            upstream: upstream.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
+            .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let engine = Arc::new(engine);
+        let recovering = engine.clone();
+        let report = tokio::task::spawn_blocking(move || recovering.recover())
+            .await
+            .map_err(|e| format!("recovery task failed: {e}"))?
+            .map_err(|e| format!("boot recovery failed: {e}"))?;
+        tracing::info!(
+            found = report.found,
+            passes = report.passes,
+            unsettled = report.unsettled,
+            "boot recovery done"
+        );
+        let reconciling = engine.clone();
+        let every = Duration::from_millis(args.reconcile_every_ms.max(10));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let engine = reconciling.clone();
+                match tokio::task::spawn_blocking(move || engine.reconcile_due()).await {
+                    Ok(Ok(passes)) => {
+                        for (key, result) in passes {
+                            tracing::info!(sik = %key.sik, ?result, "reconcile pass");
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!("reconcile failed: {e}"),
+                    Err(e) => tracing::warn!("reconcile task failed: {e}"),
+                }
+            }
+        });
+        let server = ProxyServer(Arc::new(Proxy {
+            engine,
+            upstream: upstream.clone(),
+            agent_id,
+        }));
+        let (reader, writer) = rmcp::transport::io::stdio_pipes();
+        let running = match server.serve((reader, writer)).await {
+            Ok(running) => running,
+            Err(e) => {
+                tracing::info!("the client went away before initialize: {e}");
+                return Ok(());
+            }
+        };
+        upstream.forward_list_changed_to(running.peer().clone());
+        tracing::info!("serving MCP on stdio");
+        let reason = running
+            .waiting()
+            .await
+            .map_err(|e| format!("the MCP session failed: {e}"))?;
+        tracing::info!(?reason, "stopped serving");
+        Ok::<(), String>(())
+    })?;
+    // Calls still blocked in the engine must not hold the process open.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+fn print(json_out: bool, value: &Value, human: impl FnOnce() -> String) {
+    if json_out {
+        println!("{value}");
+    } else {
+        println!("{}", human());
+    }
+}
+
+fn check(args: CheckArgs) -> Result<(), String> {
+    let mandate = load_mandate(&args.mandate)?;
+    let active = mandate.check_active(now_ms());
+    let hash = mandate.hash().map_err(|e| e.to_string())?;
+    let grants: Vec<Value> = mandate
+        .scope
+        .grants
+        .iter()
+        .map(|(tool, grant)| {
+            json!({"tool": tool, "reversibility": grant.reversibility,
+                "max_amount_minor": grant.value.max_amount_minor,
+                "pinned": mandate.provenance.as_ref().is_some_and(|p| p.pinned_manifests.contains_key(tool))})
+        })
+        .collect();
+    let summary = json!({
+        "ok": active.is_ok(),
+        "mandate_id": mandate.mandate_id,
+        "merchant_id": mandate.merchant_id,
+        "agent_id": mandate.agent_id,
+        "mandate_sha256": hash,
+        "in_force": active.as_ref().err().map(ToString::to_string),
+        "expires_at": mandate.expires_at,
+        "grants": grants,
+        "server_id": mandate.provenance.as_ref().map(|p| p.server_id.clone()),
+    });
+    print(args.json, &summary, || {
+        let mut out = format!(
+            "mandate {} (sha256 {hash}): agent {} on merchant {}, {}\n",
+            mandate.mandate_id,
+            mandate.agent_id,
+            mandate.merchant_id,
+            match &active {
+                Ok(()) => "in force".to_owned(),
+                Err(e) => format!("NOT in force: {e}"),
+            }
+        );
+        for (tool, grant) in &mandate.scope.grants {
+            out.push_str(&format!(
+                "  grants {tool}: {:?}, at most {} per call\n",
+                grant.reversibility, grant.value.max_amount_minor
+            ));
+        }
+        out.trim_end().to_owned()
+    });
+    active.map_err(|e| format!("mandate {} is not in force: {e}", args.mandate.display()))
+}
+
+fn pin(args: PinArgs) -> Result<(), String> {
+    let rt = runtime()?;
+    let (server_id, tools) = rt.block_on(async {
+        let upstream = Upstream::spawn(&args.upstream, Duration::from_secs(20)).await?;
+        let tools = upstream.tools().await.map_err(|e| e.to_string())?;
+        let id = upstream.server_id.clone();
+        upstream.close().await;
+        Ok::<_, String>((id, tools))
+    })?;
+    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
+    let wanted = |name: &str| {
+        mandate.as_ref().is_none_or(|m| {
+            interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
+        })
+    };
+    let mut pins = serde_json::Map::new();
+    let mut manifest = Vec::new();
+    for tool in &tools {
+        let hash = tool_sha256(tool)?;
+        manifest.push(json!({"name": tool.name, "sha256": hash}));
+        if wanted(&tool.name) {
+            pins.insert(tool.name.to_string(), json!(hash));
+        }
+    }
+    if let Some(mandate) = &mandate {
+        let missing: Vec<&str> = mandate
+            .scope
+            .grants
+            .keys()
+            .map(|t| t.as_str())
+            .filter(|t| !pins.contains_key(*t))
+            .collect();
+        if !missing.is_empty() {
+            eprintln!(
+                "interlock: warning: the upstream does not offer granted tool(s) {}",
+                missing.join(", ")
+            );
+        }
+    }
+    let manifest_sha256 = interlock_spec::hash::sha256_hex(
+        interlock_spec::canonical::canonical_json(&Value::Array(manifest))
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    );
+    let mut section = format!(
+        "provenance:\n  # Written by `interlock pin`.\n  server_id: \"{server_id}\"\n  manifest_sha256: \"{manifest_sha256}\"\n  pinned_manifests:\n"
+    );
+    for (name, hash) in &pins {
+        section.push_str(&format!(
+            "    {name}:\n      sha256: {hash}\n      trust_tier: \"pinned\"\n"
+        ));
+    }
+    if args.write {
+        let path = args.mandate.as_deref().expect("clap requires --mandate");
+        write_provenance(path, &section)?;
+    }
+    let out = json!({"server_id": server_id, "manifest_sha256": manifest_sha256, "tools": pins});
+    print(args.json, &out, || section.trim_end().to_owned());
+    Ok(())
+}
+
+/// Replaces the top-level `provenance:` block of the mandate at `path` (or appends one), checks
+/// the result parses and validates, then renames it into place.
+fn write_provenance(path: &Path, section: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
+    let mut out = String::new();
+    let mut skipping = false;
+    let mut written = false;
+    for line in text.lines() {
+        let top_level = !line.is_empty() && !line.starts_with([' ', '\t', '#']);
+        if top_level {
+            skipping = false;
+        }
+        if top_level && line.starts_with("provenance:") {
+            skipping = true;
+            written = true;
+            out.push_str(section);
+            continue;
+        }
+        if !skipping {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !written {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(section);
+    }
+    Mandate::parse_yaml(&out)
+        .map_err(|e| format!("the pinned mandate would not validate, left unchanged: {e}"))?;
+    let tmp = path.with_extension("yaml.tmp");
+    std::fs::write(&tmp, &out).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+    eprintln!("interlock: pinned {}", path.display());
+    Ok(())
+}
+
+fn open_existing(db: &Path) -> Result<Ledger, String> {
+    if !db.exists() {
+        return Err(format!("no ledger at {}", db.display()));
+    }
+    Ledger::open(db).map_err(|e| format!("cannot open the ledger: {e}"))
+}
+
+fn ledger(args: LedgerArgs) -> Result<(), String> {
+    let ledger = open_existing(&args.db)?;
+    let cores = ledger.cores().map_err(|e| e.to_string())?;
+    let row = |c: &interlock_machine::IntentCore| {
+        json!({"sik": c.sik, "state": c.state.to_string(), "attempts": c.attempt_seq,
+            "rail_entity_id": c.entity_id})
+    };
+    match args.what.unwrap_or(LedgerCommand::List) {
+        LedgerCommand::List => {
+            let rows: Vec<Value> = cores.iter().map(row).collect();
+            print(args.json, &Value::Array(rows), || {
+                let mut text = format!("{} intent(s)\n", cores.len());
+                for c in &cores {
+                    text.push_str(&format!(
+                        "  {}  {:<22} attempts {}  {}\n",
+                        c.sik,
+                        c.state.to_string(),
+                        c.attempt_seq,
+                        c.entity_id.as_deref().unwrap_or("-")
+                    ));
+                }
+                text.trim_end().to_owned()
+            });
+            Ok(())
+        }
+        LedgerCommand::Show { sik } => {
+            let Some(core) = cores.iter().find(|c| c.sik.as_str() == sik) else {
+                return Err(format!("no intent {sik} in {}", args.db.display()));
+            };
+            let value = row(core);
+            print(args.json, &value, || {
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            });
+            Ok(())
+        }
+    }
+}
+
+fn audit_verify(db: &Path, json_out: bool) -> Result<(), String> {
+    let ledger = open_existing(db)?;
+    let report = ledger.verify_chain().map_err(|e| e.to_string())?;
+    print(
+        json_out,
+        &json!({"ok": true, "records": report.records, "head": report.head}),
+        || {
+            format!(
+                "audit chain intact: {} records, head {}",
+                report.records, report.head
+            )
+        },
+    );
+    Ok(())
+}
+
+/// A rail for operator commands that need none: every call fails as unavailable.
+struct NoRail;
+
+impl interlock_engine::Rail for NoRail {
+    fn resolve(
+        &self,
+        _action: &interlock_spec::action::ProposedAction,
+    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
+        Err(interlock_engine::rail::RailError::Unavailable(
+            "no upstream in this command".into(),
+        ))
+    }
+    fn execute(&self, _call: &interlock_engine::RailCall) -> interlock_engine::RailOutcome {
+        interlock_engine::RailOutcome::Ambiguous {
+            detail: "no upstream in this command".into(),
+        }
+    }
+    fn list_page(
+        &self,
+        _query: &interlock_engine::rail::ListQuery,
+        _page: u32,
+    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
+        Err(interlock_engine::rail::RailError::Unavailable(
+            "no upstream in this command".into(),
+        ))
+    }
+}
+
+fn operator_engine<R: interlock_engine::Rail>(
+    op: &OperatorArgs,
+    rail: R,
+    call_timeout_ms: u64,
+) -> Result<(Engine<R>, interlock_engine::IntentKey), String> {
+    let mandate = load_mandate(&op.mandate)?;
+    let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
+    let ledger = open_existing(&db)?;
+    let sik = interlock_spec::ids::Sik::parse(&op.sik).map_err(|e| format!("SIK: {e}"))?;
+    let key = interlock_engine::IntentKey {
+        merchant_id: mandate.merchant_id.clone(),
+        sik,
+    };
+    let mut config = EngineConfig::new(instance_id()?);
+    config.call_timeout_ms = call_timeout_ms.max(1);
+    config.lease_ttl_ms = config
+        .lease_ttl_ms
+        .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
+    let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
+    Ok((engine, key))
+}
+
+fn approve(args: ApproveArgs) -> Result<(), String> {
+    let op = &args.op;
+    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
+    let rt = runtime()?;
+    let answer = rt.block_on(async {
+        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
+        let rail = McpRail {
+            upstream: upstream.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
+        let by = format!("{} ({})", op.by, args.why);
+        let answer = tokio::task::spawn_blocking(move || engine.approve(&key, &by))
+            .await
+            .map_err(|e| format!("the approval task failed: {e}"))?
+            .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
+        if let Ok(upstream) = Arc::try_unwrap(upstream) {
+            upstream.close().await;
+        }
+        Ok::<_, String>(answer)
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let block = crate::server::interlock_block(&answer);
+    print(op.json, &block, || {
+        format!(
+            "approved {} by {}: {:?} ({}) {}",
+            op.sik,
+            op.by,
+            answer.outcome,
+            answer.reason_code.as_str(),
+            answer.message
+        )
+    });
+    if answer.outcome == interlock_engine::Outcome::Applied {
+        Ok(())
+    } else {
+        Err(format!("approved, but the action is {:?}", answer.outcome))
+    }
+}
+
+fn reject(args: RejectArgs) -> Result<(), String> {
+    let op = &args.op;
+    let (engine, key) = operator_engine(op, NoRail, 10_000)?;
+    engine
+        .reject(&key, &op.by, &args.why)
+        .map_err(|e| format!("cannot reject {}: {e}", op.sik))?;
+    print(
+        op.json,
+        &json!({"ok": true, "sik": op.sik, "state": "BLOCKED", "by": op.by}),
+        || format!("rejected {} by {}: {}", op.sik, op.by, args.why),
+    );
+    Ok(())
+}
+
+fn resolve(args: ResolveArgs) -> Result<(), String> {
+    let op = &args.op;
+    let (engine, key) = operator_engine(op, NoRail, 10_000)?;
+    let state = match &args.applied {
+        Some(entity) => {
+            engine
+                .resolve_applied(&key, entity, &op.by)
+                .map_err(|e| format!("cannot resolve {}: {e}", op.sik))?;
+            "APPLIED"
+        }
+        None => {
+            engine
+                .resolve_not_applied(&key, &op.by)
+                .map_err(|e| format!("cannot resolve {}: {e}", op.sik))?;
+            "CONFIRMED_NOT_APPLIED"
+        }
+    };
+    print(
+        op.json,
+        &json!({"ok": true, "sik": op.sik, "state": state, "by": op.by}),
+        || format!("resolved {} as {state} by {}", op.sik, op.by),
+    );
+    Ok(())
+}
+
+fn reconcile(args: ReconcileArgs) -> Result<(), String> {
+    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
+    let rt = runtime()?;
+    let passes = rt.block_on(async {
+        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
+        let rail = McpRail {
+            upstream: upstream.clone(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let op = OperatorArgs {
+            sik: String::new(),
+            mandate: args.mandate.clone(),
+            db: args.db.clone(),
+            by: String::new(),
+            json: args.json,
+        };
+        let mandate = load_mandate(&op.mandate)?;
+        let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
+        let ledger = open_existing(&db)?;
+        let mut config = EngineConfig::new(instance_id()?);
+        config.call_timeout_ms = args.call_timeout_ms.max(1);
+        config.lease_ttl_ms = config
+            .lease_ttl_ms
+            .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
+        let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
+            .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let passes = tokio::task::spawn_blocking(move || engine.reconcile_due())
+            .await
+            .map_err(|e| format!("the reconcile task failed: {e}"))?
+            .map_err(|e| format!("reconcile failed: {e}"))?;
+        if let Ok(upstream) = Arc::try_unwrap(upstream) {
+            upstream.close().await;
+        }
+        Ok::<_, String>(passes)
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let rows: Vec<Value> = passes
+        .iter()
+        .map(|(key, result)| json!({"sik": key.sik, "result": format!("{result:?}")}))
+        .collect();
+    print(args.json, &Value::Array(rows), || {
+        let mut text = format!("{} intent(s) reconciled\n", passes.len());
+        for (key, result) in &passes {
+            text.push_str(&format!("  {}  {result:?}\n", key.sik));
+        }
+        text.trim_end().to_owned()
+    });
+    Ok(())
+}

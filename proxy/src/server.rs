@@ -1,0 +1,305 @@
+//! The MCP server the agent talks to: lists only granted, pinned tools; forwards granted reads
+//! after G6; sends money tools through the engine.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use interlock_engine::gates::{self, GateResult};
+use interlock_engine::{Answer, Engine, Outcome};
+use interlock_spec::action;
+use interlock_spec::ids::{AgentId, ToolName};
+use interlock_spec::mandate::{Mandate, MandateTimeError};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::upstream::{McpRail, Upstream, money_kind};
+
+/// What the proxy serves with.
+pub struct Proxy {
+    /// The engine (synchronous; run on blocking threads).
+    pub engine: Arc<Engine<McpRail>>,
+    /// The upstream.
+    pub upstream: Arc<Upstream>,
+    /// The agent this proxy speaks for (from configuration).
+    pub agent_id: AgentId,
+}
+
+/// The handler (cheap to clone).
+#[derive(Clone)]
+pub struct ProxyServer(pub Arc<Proxy>);
+
+/// The `interlock` block for an engine answer.
+pub fn interlock_block(answer: &Answer) -> Value {
+    let mut block = json!({
+        "outcome": answer.outcome,
+        "reason_code": answer.reason_code,
+        "message": answer.message,
+        "sik": answer.sik,
+        "gates": answer.gates.iter().map(gate_json).collect::<Vec<_>>(),
+    });
+    if let Some(id) = &answer.rail_entity_id {
+        block["rail_entity_id"] = json!(id);
+    }
+    if answer.idempotent_replay {
+        block["idempotent_replay"] = json!(true);
+    }
+    block
+}
+
+fn gate_json(g: &GateResult) -> Value {
+    json!({"gate": g.gate, "verdict": g.verdict, "reason_code": g.reason_code})
+}
+
+/// A refusal decided by the proxy itself (before the engine): `isError`, the message first.
+fn refusal(reason_code: &str, message: String, gates: Vec<Value>) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(json!({"interlock": {
+        "outcome": "REFUSED",
+        "reason_code": reason_code,
+        "message": message,
+        "sik": null,
+        "gates": gates,
+    }}));
+    result
+}
+
+/// The upstream is down, or a read through it failed: a retryable error; no money moved.
+fn unavailable(e: &crate::upstream::CallError) -> CallToolResult {
+    let message = format!("{e}; no money moved, retry this call as is");
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(json!({"interlock": {
+        "outcome": "UNAVAILABLE",
+        "reason_code": "UPSTREAM_UNAVAILABLE",
+        "message": message,
+        "sik": null,
+        "gates": [],
+        "retryable": true,
+    }}));
+    result
+}
+
+fn gate_refusal(g: &GateResult) -> CallToolResult {
+    let code = serde_json::to_value(g.reason_code).unwrap_or(Value::Null);
+    refusal(
+        code.as_str().unwrap_or("REFUSED"),
+        g.message.clone(),
+        vec![gate_json(g)],
+    )
+}
+
+fn answer_result(answer: &Answer) -> CallToolResult {
+    let block = json!({"interlock": interlock_block(answer)});
+    let mut result = if answer.outcome == Outcome::Applied {
+        let text = answer
+            .rail_response
+            .clone()
+            .unwrap_or_else(|| answer.message.clone());
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::error(vec![ContentBlock::text(answer.message.clone())])
+    };
+    result.structured_content = Some(block);
+    result
+}
+
+impl Proxy {
+    /// G1 for a tool outside the engine: the mandate is in force and grants it.
+    fn scope(&self, tool: &ToolName) -> Option<GateResult> {
+        let mandate: &Mandate = self.engine.mandate();
+        let now = interlock_spec_now();
+        let block = |code, message: String| Some(GateResult::block(gates::Gate::G1, code, message));
+        match mandate.check_active(now) {
+            Ok(()) => {}
+            Err(MandateTimeError::Expired { expires_at, .. }) => {
+                return block(
+                    interlock_spec::reason::ReasonCode::MandateExpired,
+                    format!(
+                        "mandate {} expired at {expires_at} (epoch ms); a human must issue a new one",
+                        mandate.mandate_id
+                    ),
+                );
+            }
+            Err(MandateTimeError::NotYetValid { issued_at, .. }) => {
+                return block(
+                    interlock_spec::reason::ReasonCode::MandateNotYetValid,
+                    format!(
+                        "mandate {} is valid from {issued_at} (epoch ms)",
+                        mandate.mandate_id
+                    ),
+                );
+            }
+        }
+        if mandate.grant(tool).is_none() {
+            return block(
+                interlock_spec::reason::ReasonCode::ToolNotGranted,
+                format!(
+                    "mandate {} does not grant {tool}; it grants {}",
+                    mandate.mandate_id,
+                    granted(mandate).join(", ")
+                ),
+            );
+        }
+        None
+    }
+
+    async fn call(&self, request: CallToolRequestParams) -> Result<CallToolResult, McpError> {
+        let name = request.name.to_string();
+        let Ok(tool) = ToolName::parse(&name) else {
+            let mandate = self.engine.mandate();
+            return Ok(refusal(
+                "TOOL_NOT_GRANTED",
+                format!(
+                    "mandate {} does not grant {name:?}; it grants {}",
+                    mandate.mandate_id,
+                    granted(mandate).join(", ")
+                ),
+                Vec::new(),
+            ));
+        };
+        if let Some(refused) = self.scope(&tool) {
+            return Ok(gate_refusal(&refused));
+        }
+        // G6 against the live definition, fetched for this call: a pin checked only at listing
+        // is a bypass.
+        let live = match self.upstream.tools().await {
+            Ok(tools) => self.upstream.live_tool(&tools, &name),
+            Err(e) => {
+                // Nothing is sent anywhere: the agent may retry as is.
+                tracing::warn!(tool = %name, "cannot read the upstream's tools: {e}");
+                return Ok(unavailable(&e));
+            }
+        };
+        let Some(kind) = money_kind(&name) else {
+            let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
+            if g6.verdict != interlock_machine::Verdict::Allow {
+                tracing::warn!(tool = %name, reason = ?g6.reason_code, "{}", g6.message);
+                return Ok(gate_refusal(&g6));
+            }
+            return match self.upstream.call(&name, request.arguments).await {
+                Ok(result) => Ok(result),
+                Err(e) => {
+                    tracing::warn!(tool = %name, "read failed: {e}");
+                    Ok(unavailable(&e))
+                }
+            };
+        };
+        let args = request
+            .arguments
+            .map(Value::Object)
+            .unwrap_or_else(|| json!({}));
+        let mandate = self.engine.mandate();
+        let parsed = action::parse(
+            kind,
+            self.agent_id.clone(),
+            mandate.merchant_id.clone(),
+            tool,
+            &args,
+        );
+        let proposed = match parsed {
+            Ok(proposed) => proposed,
+            Err(e) => {
+                tracing::info!(tool = %name, verdict = "REFUSED", "arguments refused: {e}");
+                return Ok(refusal(
+                    "ARGUMENTS_INVALID",
+                    format!("refused before any check: {e}; nothing was sent to the rail"),
+                    Vec::new(),
+                ));
+            }
+        };
+        let engine = self.engine.clone();
+        let started = Instant::now();
+        let answer = tokio::task::spawn_blocking(move || engine.propose(&proposed, live.as_ref()))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the engine task failed: {e}"), None))?;
+        let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+        match answer {
+            Ok(answer) => {
+                tracing::info!(
+                    sik = answer.sik.as_ref().map(|s| s.as_str()).unwrap_or("-"),
+                    tool = %name,
+                    verdict = ?answer.outcome,
+                    reason = answer.reason_code.as_str(),
+                    latency_ms = format!("{latency_ms:.2}"),
+                    "decision"
+                );
+                Ok(answer_result(&answer))
+            }
+            Err(e) => {
+                tracing::error!(tool = %name, "engine error: {e}");
+                Err(McpError::internal_error(
+                    format!("Interlock could not decide this call: {e}"),
+                    None,
+                ))
+            }
+        }
+    }
+}
+
+fn granted(mandate: &Mandate) -> Vec<&str> {
+    mandate.scope.grants.keys().map(|t| t.as_str()).collect()
+}
+
+fn interlock_spec_now() -> u64 {
+    use interlock_engine::Clock;
+    interlock_engine::SystemClock.now_ms()
+}
+
+impl ServerHandler for ProxyServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build())
+            .with_server_info(Implementation::new("interlock", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Interlock guards money-moving tools: refusals are tool results with isError and a reason.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let proxy = &self.0;
+        let tools = proxy.upstream.tools().await.map_err(|e| {
+            McpError::internal_error(format!("cannot list the upstream's tools: {e}"), None)
+        })?;
+        let mandate = proxy.engine.mandate();
+        let mut listed = Vec::new();
+        for tool in &tools {
+            let Ok(name) = ToolName::parse(&tool.name) else {
+                continue;
+            };
+            if mandate.grant(&name).is_none() {
+                continue;
+            }
+            let live = proxy.upstream.live_tool(&tools, &tool.name);
+            let g6 = gates::provenance::check(mandate, &name, live.as_ref());
+            if g6.verdict == interlock_machine::Verdict::Allow {
+                listed.push(tool.clone());
+            } else {
+                tracing::warn!(tool = %name, reason = ?g6.reason_code, "not listed: {}", g6.message);
+            }
+        }
+        Ok(ListToolsResult::with_all_items(listed))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let proxy = self.0.clone();
+        // Worked to its end in its own task even if the agent goes away mid-call.
+        let result = tokio::spawn(async move { proxy.call(request).await })
+            .await
+            .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))??;
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,464 @@
+//! The upstream MCP server (the rail), started as a child process and spoken to with rmcp's
+//! client; and the Razorpay rail profile that maps the engine's [`Rail`] onto its tools.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use interlock_engine::gates::LiveTool;
+use interlock_engine::ledger::entity;
+use interlock_engine::rail::{ListPage, ListQuery, OrderReferent, PaymentReferent, RailError};
+use interlock_engine::{Rail, RailCall, RailOutcome, Referent};
+use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
+use interlock_spec::money::{Currency, Minor};
+use rmcp::ClientHandler;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RoleServer, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::{Map, Value, json};
+
+/// Items per reconcile page (Razorpay allows up to 100).
+pub const PAGE_COUNT: u32 = 10;
+
+/// The shortest wait before restarting a dead upstream; doubled per failed start.
+pub const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The longest wait between restarts.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+type Client = RunningService<RoleClient, UpstreamHandler>;
+
+/// The client side's handler: passes the upstream's `tools/list_changed` on to the agent. (G6
+/// needs no cache to invalidate: every call and every listing reads the live definitions.)
+#[derive(Clone, Default)]
+pub struct UpstreamHandler {
+    agent: Arc<std::sync::OnceLock<Peer<RoleServer>>>,
+}
+
+impl ClientHandler for UpstreamHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::warn!("the upstream's tools changed; each call re-checks its pin");
+        if let Some(agent) = self.agent.get()
+            && let Err(e) = agent.notify_tool_list_changed().await
+        {
+            tracing::warn!("cannot tell the agent the tools changed: {e}");
+        }
+    }
+}
+
+/// The upstream: a child process spoken to over MCP, restarted with bounded backoff if it dies.
+pub struct Upstream {
+    command: Vec<String>,
+    /// `name@version` as the upstream reported itself at the first start: the `server_id` G6
+    /// compares with the pin. A restarted upstream that reports another is not used.
+    pub server_id: String,
+    /// The bound on one call.
+    pub timeout: Duration,
+    session: tokio::sync::Mutex<Session>,
+    handler: UpstreamHandler,
+}
+
+struct Session {
+    client: Option<Arc<Client>>,
+    failures: u32,
+    next_try: tokio::time::Instant,
+    last_error: String,
+}
+
+/// How an upstream call failed without a tool result.
+#[derive(Debug)]
+pub enum CallError {
+    /// No answer within the bound.
+    Timeout,
+    /// The session failed (the upstream died, or answered with a protocol error).
+    Service(String),
+    /// The upstream is down and being restarted; nothing was sent.
+    Restarting {
+        /// Why the last start failed, or that it died.
+        why: String,
+        /// When the next start is tried.
+        retry_in: Duration,
+    },
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Timeout => write!(f, "the upstream did not answer in time"),
+            CallError::Service(why) => write!(f, "the upstream failed: {why}"),
+            CallError::Restarting { why, retry_in } => write!(
+                f,
+                "the upstream is down and being restarted ({why}); retry in {} ms",
+                retry_in.as_millis().max(1)
+            ),
+        }
+    }
+}
+
+async fn start(
+    command: &[String],
+    timeout: Duration,
+    handler: UpstreamHandler,
+) -> Result<(Client, String), String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or("no upstream command given (after --)")?;
+    let cmd = tokio::process::Command::new(program).configure(|c| {
+        c.args(args);
+    });
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
+    let client = tokio::time::timeout(
+        timeout.max(Duration::from_secs(10)),
+        handler.serve(transport),
+    )
+    .await
+    .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
+    .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
+    let server_id = client
+        .peer_info()
+        .and_then(|info| info.server_info.clone())
+        .map(|s| format!("{}@{}", s.name, s.version))
+        .unwrap_or_else(|| "unknown@unknown".to_owned());
+    Ok((client, server_id))
+}
+
+impl Upstream {
+    /// Starts `command` (program and arguments) and completes the MCP handshake.
+    pub async fn spawn(command: &[String], timeout: Duration) -> Result<Upstream, String> {
+        let handler = UpstreamHandler::default();
+        let (client, server_id) = start(command, timeout, handler.clone()).await?;
+        Ok(Upstream {
+            handler,
+            command: command.to_vec(),
+            server_id,
+            timeout,
+            session: tokio::sync::Mutex::new(Session {
+                client: Some(Arc::new(client)),
+                failures: 0,
+                next_try: tokio::time::Instant::now(),
+                last_error: String::new(),
+            }),
+        })
+    }
+
+    /// The live session, restarting a dead upstream when its backoff has passed.
+    async fn client(&self) -> Result<Arc<Client>, CallError> {
+        let mut session = self.session.lock().await;
+        if let Some(client) = &session.client {
+            if !client.peer().is_transport_closed() {
+                return Ok(client.clone());
+            }
+            tracing::warn!("the upstream died; restarting it");
+            session.client = None;
+            session.last_error = "it exited".to_owned();
+        }
+        let now = tokio::time::Instant::now();
+        if now < session.next_try {
+            return Err(CallError::Restarting {
+                why: session.last_error.clone(),
+                retry_in: session.next_try - now,
+            });
+        }
+        let started = match start(&self.command, self.timeout, self.handler.clone()).await {
+            Ok((client, id)) if id == self.server_id => Ok(client),
+            Ok((client, id)) => {
+                let _ = client.cancel().await;
+                Err(format!(
+                    "the restarted upstream reports {id:?}, not {:?}",
+                    self.server_id
+                ))
+            }
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(client) => {
+                tracing::info!(failures = session.failures, "upstream restarted");
+                session.failures = 0;
+                let client = Arc::new(client);
+                session.client = Some(client.clone());
+                Ok(client)
+            }
+            Err(why) => {
+                session.failures = session.failures.saturating_add(1);
+                let backoff = RESTART_BACKOFF_MIN
+                    .saturating_mul(1 << session.failures.min(10))
+                    .min(RESTART_BACKOFF_MAX);
+                session.next_try = tokio::time::Instant::now() + backoff;
+                session.last_error = why.clone();
+                tracing::warn!(
+                    failures = session.failures,
+                    ?backoff,
+                    "upstream restart failed: {why}"
+                );
+                Err(CallError::Restarting {
+                    why,
+                    retry_in: backoff,
+                })
+            }
+        }
+    }
+
+    /// Where the upstream's `tools/list_changed` is passed on to (set once serving).
+    pub fn forward_list_changed_to(&self, agent: Peer<RoleServer>) {
+        let _ = self.handler.agent.set(agent);
+    }
+
+    /// The upstream's tools, now.
+    pub async fn tools(&self) -> Result<Vec<Tool>, CallError> {
+        let client = self.client().await?;
+        match tokio::time::timeout(self.timeout, client.list_all_tools()).await {
+            Err(_) => Err(CallError::Timeout),
+            Ok(Err(e)) => Err(CallError::Service(e.to_string())),
+            Ok(Ok(tools)) => Ok(tools),
+        }
+    }
+
+    /// One tool call, bounded by the timeout.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: Option<Map<String, Value>>,
+    ) -> Result<CallToolResult, CallError> {
+        let client = self.client().await?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        if let Some(args) = args {
+            params = params.with_arguments(args);
+        }
+        match tokio::time::timeout(self.timeout, client.call_tool(params)).await {
+            Err(_) => Err(CallError::Timeout),
+            Ok(Err(e)) => Err(CallError::Service(e.to_string())),
+            Ok(Ok(result)) => Ok(result),
+        }
+    }
+
+    /// The live definition of `tool` as G6 sees it, or `None` if the upstream does not list it.
+    pub fn live_tool(&self, tools: &[Tool], name: &str) -> Option<LiveTool> {
+        tools.iter().find(|t| t.name == name).map(|t| LiveTool {
+            server_id: self.server_id.clone(),
+            sha256: tool_sha256(t),
+        })
+    }
+
+    /// Closes the session; the child exits when its stdin closes.
+    pub async fn close(self) {
+        let client = self.session.into_inner().client;
+        if let Some(client) = client.and_then(|c| Arc::try_unwrap(c).ok()) {
+            let _ = client.cancel().await;
+        }
+    }
+}
+
+/// A tool definition's pin hash, as `interlock pin` and G6 compute it.
+pub fn tool_sha256(tool: &Tool) -> Result<String, String> {
+    let schema = Value::Object((*tool.input_schema).clone());
+    let annotations = match &tool.annotations {
+        Some(a) => Some(serde_json::to_value(a).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    interlock_spec::hash::tool_definition_sha256(
+        &tool.name,
+        tool.description.as_deref(),
+        &schema,
+        annotations.as_ref(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// All text blocks of a result, joined.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The Razorpay profile: which upstream tools move money, and as what.
+pub fn money_kind(tool: &str) -> Option<ActionKind> {
+    match tool {
+        "create_refund" => Some(ActionKind::Refund),
+        "create_instant_settlement" => Some(ActionKind::Settlement),
+        _ => None,
+    }
+}
+
+/// The engine's [`Rail`] over the upstream, with the Razorpay profile. Blocking: called by the
+/// engine on a blocking thread, each call driven on the runtime by `handle`.
+pub struct McpRail {
+    /// The upstream.
+    pub upstream: Arc<Upstream>,
+    /// The runtime the upstream's client lives on.
+    pub handle: tokio::runtime::Handle,
+}
+
+fn obj(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn minor(value: &Value, field: &str) -> Result<Minor, RailError> {
+    Minor::from_json(&value[field])
+        .map_err(|e| RailError::Unavailable(format!("the rail's {field} is not an amount: {e}")))
+}
+
+fn currency(value: &Value) -> Result<Currency, RailError> {
+    let text = value["currency"].as_str().unwrap_or("");
+    Currency::parse(text)
+        .map_err(|e| RailError::Unavailable(format!("the rail's currency {text:?}: {e}")))
+}
+
+/// The stamp in an entity's `notes` (which Razorpay may send as `{}` or `[]`).
+fn stamp_of(entity: &Value) -> Option<&str> {
+    entity["notes"]
+        .as_object()
+        .and_then(|notes| notes.get(STAMP_NOTE_KEY))
+        .and_then(Value::as_str)
+}
+
+impl McpRail {
+    fn call(&self, tool: &str, args: Value) -> Result<CallToolResult, CallError> {
+        self.handle
+            .block_on(self.upstream.call(tool, Some(obj(args))))
+    }
+
+    /// A read: the object, or why not.
+    fn read(&self, tool: &str, args: Value) -> Result<Value, RailError> {
+        let result = self
+            .call(tool, args)
+            .map_err(|e| RailError::Unavailable(format!("{tool}: {e}")))?;
+        let text = text_of(&result);
+        if result.is_error == Some(true) {
+            return Err(if text.contains("BAD_REQUEST_ERROR") {
+                RailError::NotFound(text)
+            } else {
+                RailError::Unavailable(text)
+            });
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| RailError::Unavailable(format!("{tool} answered non-JSON: {e}")))
+    }
+}
+
+impl Rail for McpRail {
+    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
+        match action.kind {
+            ActionKind::Refund => {
+                let hint = action.payment_hint.clone().unwrap_or_default();
+                let payment = self.read("fetch_payment", json!({"payment_id": hint}))?;
+                let order = match payment["order_id"].as_str() {
+                    Some(order_id) if !order_id.is_empty() => {
+                        let order = self.read("fetch_order", json!({"order_id": order_id}))?;
+                        Some(OrderReferent {
+                            id: order["id"].as_str().unwrap_or(order_id).to_owned(),
+                            amount_paid: minor(&order, "amount_paid")?,
+                        })
+                    }
+                    _ => None,
+                };
+                Ok(Referent::Payment(PaymentReferent {
+                    id: payment["id"]
+                        .as_str()
+                        .ok_or_else(|| RailError::Unavailable("the payment has no id".into()))?
+                        .to_owned(),
+                    amount: minor(&payment, "amount")?,
+                    amount_refunded: minor(&payment, "amount_refunded")?,
+                    currency: currency(&payment)?,
+                    captured: payment["captured"].as_bool().unwrap_or(false),
+                    order,
+                }))
+            }
+            ActionKind::Settlement => {
+                let balance = self.read("fetch_balance", json!({}))?;
+                Ok(Referent::Balance {
+                    balance: minor(&balance, "balance")?,
+                    currency: currency(&balance)?,
+                })
+            }
+        }
+    }
+
+    fn execute(&self, call: &RailCall) -> RailOutcome {
+        let mut args = call.passthrough.clone();
+        args.insert("amount".into(), json!(call.amount.get()));
+        args.insert("notes".into(), Value::Object(call.notes.clone()));
+        match call.kind {
+            ActionKind::Refund => {
+                args.insert("payment_id".into(), json!(call.subject_id));
+                if let Some(receipt) = &call.receipt {
+                    args.insert("receipt".into(), json!(receipt));
+                }
+            }
+            ActionKind::Settlement => {
+                args.insert("settle_full_balance".into(), json!(false));
+            }
+        }
+        let result = match self.call(call.tool.as_str(), Value::Object(args)) {
+            Ok(result) => result,
+            Err(e) => {
+                return RailOutcome::Ambiguous {
+                    detail: e.to_string(),
+                };
+            }
+        };
+        let text = text_of(&result);
+        if result.is_error == Some(true) {
+            return if text.contains("BAD_REQUEST_ERROR") {
+                RailOutcome::Rejected { detail: text }
+            } else {
+                RailOutcome::Ambiguous { detail: text }
+            };
+        }
+        let Ok(value) = serde_json::from_str::<Value>(&text) else {
+            return RailOutcome::Ambiguous {
+                detail: format!("the rail answered something that is not JSON: {text}"),
+            };
+        };
+        let Some(id) = value["id"].as_str() else {
+            return RailOutcome::Ambiguous {
+                detail: format!("the rail's answer has no id: {text}"),
+            };
+        };
+        let fee_field = match call.kind {
+            ActionKind::Refund => "fee",
+            ActionKind::Settlement => "fees",
+        };
+        let amount = |field: &str| Minor::from_json(&value[field]).unwrap_or(Minor::ZERO);
+        RailOutcome::Applied {
+            entity: entity(id, stamp_of(&value)),
+            fee: amount(fee_field),
+            tax: amount("tax"),
+            response: text,
+        }
+    }
+
+    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
+        let skip = page.saturating_mul(PAGE_COUNT);
+        let collection = match query.kind {
+            ActionKind::Refund => self.read(
+                "fetch_multiple_refunds_for_payment",
+                json!({"payment_id": query.subject_id, "count": PAGE_COUNT, "skip": skip}),
+            )?,
+            ActionKind::Settlement => self.read(
+                "fetch_all_instant_settlements",
+                json!({"count": PAGE_COUNT, "skip": skip}),
+            )?,
+        };
+        let items = collection["items"]
+            .as_array()
+            .ok_or_else(|| RailError::Unavailable("the list has no items".into()))?;
+        let entities = items
+            .iter()
+            .filter_map(|item| item["id"].as_str().map(|id| entity(id, stamp_of(item))))
+            .collect::<Vec<_>>();
+        Ok(ListPage {
+            is_last: items.len() < PAGE_COUNT as usize,
+            entities,
+        })
+    }
+}

@@ -1,0 +1,349 @@
+//! Helpers for the end-to-end tests: the real `interlock` binary in front of the real
+//! `interlock-rail-mock`, driven by rmcp's client over stdio.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+/// The proxy under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_interlock");
+/// A call that should answer gets this long.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The mandate's agent.
+pub const AGENT: &str = "agent_support_bot";
+
+static DIRS: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh, empty directory under cargo's per-target temporary directory.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let n = DIRS.fetch_add(1, Ordering::Relaxed);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("interlock")
+        .join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// The mock rail's binary, built once by the cargo running these tests.
+pub fn mock_bin() -> &'static Path {
+    static BIN_PATH: OnceLock<PathBuf> = OnceLock::new();
+    BIN_PATH.get_or_init(|| {
+        // target/<profile>/interlock → target/<profile>/interlock-rail-mock
+        let path = Path::new(BIN)
+            .parent()
+            .expect("the binary's directory")
+            .join("interlock-rail-mock");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let release = Path::new(BIN)
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "release");
+        let mut build = Command::new(cargo);
+        build.args([
+            "build",
+            "-q",
+            "-p",
+            "interlock-rail-mock",
+            "--bin",
+            "interlock-rail-mock",
+        ]);
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building the mock failed");
+        assert!(path.exists(), "no mock at {}", path.display());
+        path
+    })
+}
+
+/// The pins of the mock's real tool definitions, from `interlock pin --json`.
+pub fn pins() -> &'static Value {
+    static PINS: OnceLock<Value> = OnceLock::new();
+    PINS.get_or_init(|| {
+        let out = Command::new(BIN)
+            .args(["pin", "--json", "--"])
+            .arg(mock_bin())
+            .args(["--seed", "demo", "--log-level", "error"])
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("run pin");
+        assert!(
+            out.status.success(),
+            "pin failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("pin --json prints JSON")
+    })
+}
+
+/// A test scenario's files.
+pub struct Scene {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The mandate file.
+    pub mandate: PathBuf,
+    /// The ledger.
+    pub db: PathBuf,
+    /// The mock's journal.
+    pub journal: PathBuf,
+}
+
+/// A mandate granting `fetch_payment` and `create_refund` (up to 500000 per call), with pins;
+/// `drift` replaces the named tools' pins with a wrong hash.
+pub fn scene(name: &str, drift: &[&str]) -> Scene {
+    let dir = fresh_dir(name);
+    let pins = pins();
+    let pin = |tool: &str| {
+        if drift.contains(&tool) {
+            "0".repeat(64)
+        } else {
+            pins["tools"][tool].as_str().expect("a pin").to_owned()
+        }
+    };
+    let yaml = format!(
+        r#"v: 1
+mandate_id: mnd_test
+merchant_id: acc_DEMO000001
+agent_id: {AGENT}
+issued_at: 1700000000000
+expires_at: 2000000000000
+purpose: "Refund duplicate customer charges"
+scope:
+  grants:
+    fetch_payment:
+      reversibility: reversible
+      value:
+        max_amount_minor: 0
+        min_amount_minor: 0
+        currencies: [INR]
+    create_refund:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 500000
+        min_amount_minor: 100
+        currencies: [INR]
+    create_instant_settlement:
+      reversibility: irreversible
+      on_unresolvable: hold
+      value:
+        max_amount_minor: 100000
+        min_amount_minor: 200
+        currencies: [INR]
+limits:
+  windows:
+    - window_ms: 86400000
+      max_calls: 40
+      max_amount_minor: 2000000
+      currency: INR
+  fee_budgets:
+    INR:
+      window_ms: 86400000
+      max_fee_minor: 20000
+idempotency:
+  create_refund:
+    key_fields: [payment_id]
+    window_ms: null
+  create_instant_settlement:
+    key_fields: [description]
+    window_ms: 86400000
+provenance:
+  server_id: "{server_id}"
+  manifest_sha256: "{manifest}"
+  pinned_manifests:
+    fetch_payment:
+      sha256: "{p1}"
+      trust_tier: "pinned"
+    create_refund:
+      sha256: "{p2}"
+      trust_tier: "pinned"
+    create_instant_settlement:
+      sha256: "{p3}"
+      trust_tier: "pinned"
+"#,
+        server_id = pins["server_id"].as_str().unwrap(),
+        manifest = pins["manifest_sha256"].as_str().unwrap(),
+        p1 = pin("fetch_payment"),
+        p2 = pin("create_refund"),
+        p3 = pin("create_instant_settlement"),
+    );
+    let mandate = dir.join("mandate.yaml");
+    std::fs::write(&mandate, yaml).expect("write mandate");
+    Scene {
+        db: dir.join("ledger.db"),
+        journal: dir.join("rail.db"),
+        mandate,
+        dir,
+    }
+}
+
+/// A running proxy and an rmcp client connected to it.
+pub struct Proxy {
+    /// The client session.
+    pub client: RunningService<RoleClient, ()>,
+    /// The proxy's pid.
+    pub pid: u32,
+}
+
+impl Scene {
+    /// The proxy's command line: `interlock serve … -- interlock-rail-mock …`.
+    pub fn command(&self, faults: &str, proxy_flags: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.arg("serve")
+            .arg("--mandate")
+            .arg(&self.mandate)
+            .arg("--db")
+            .arg(&self.db)
+            .args(["--agent", AGENT])
+            .args(proxy_flags)
+            .arg("--")
+            .arg(mock_bin())
+            .arg("--journal")
+            .arg(&self.journal)
+            .args(["--seed", "demo", "--log-level", "error", "--faults", faults])
+            .env("RUST_LOG", "interlock=info,warn")
+            .env_remove("RAZORPAY_KEY_ID");
+        cmd
+    }
+
+    /// Starts the proxy and completes the MCP handshake.
+    pub async fn proxy(&self, faults: &str, proxy_flags: &[&str]) -> Proxy {
+        let (transport, _stderr) = TokioChildProcess::builder(self.command(faults, proxy_flags))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the proxy");
+        let pid = transport.id().expect("child pid");
+        let client = tokio::time::timeout(CALL_TIMEOUT, ().serve(transport))
+            .await
+            .expect("initialize in time")
+            .expect("initialize");
+        Proxy { client, pid }
+    }
+
+    /// `interlock-rail-mock inspect`, parsed.
+    pub fn inspect(&self) -> Value {
+        let out = Command::new(mock_bin())
+            .arg("inspect")
+            .arg("--journal")
+            .arg(&self.journal)
+            .args(["--log-level", "error"])
+            .output()
+            .expect("run inspect");
+        assert!(out.status.success(), "inspect failed");
+        serde_json::from_slice(&out.stdout).expect("inspect prints JSON")
+    }
+
+    /// The refunds of `payment_id` in the journal.
+    pub fn refunds_of(&self, payment_id: &str) -> Vec<Value> {
+        self.inspect()["refunds"]
+            .as_array()
+            .expect("refunds")
+            .iter()
+            .filter(|r| r["payment_id"] == payment_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The refunds Interlock stamped, on `payment_id`.
+    pub fn stamped_refunds_of(&self, payment_id: &str) -> Vec<Value> {
+        self.refunds_of(payment_id)
+            .into_iter()
+            .filter(|r| r["notes"]["interlock_sik"].is_string())
+            .collect()
+    }
+}
+
+/// The parameters of one call.
+pub fn params(tool: &str, args: Value) -> CallToolRequestParams {
+    let p = CallToolRequestParams::new(tool.to_owned());
+    match args {
+        Value::Object(map) => p.with_arguments(map),
+        _ => p,
+    }
+}
+
+/// The first text block of a result.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
+
+/// The `interlock` block of a result.
+pub fn block(result: &CallToolResult) -> Value {
+    result
+        .structured_content
+        .as_ref()
+        .map(|s| s["interlock"].clone())
+        .unwrap_or(Value::Null)
+}
+
+impl Proxy {
+    /// Calls a tool that must answer with a tool result.
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        tokio::time::timeout(CALL_TIMEOUT, self.client.call_tool(params(tool, args)))
+            .await
+            .expect("answered in time")
+            .expect("a tool result")
+    }
+
+    /// A refund of `amount` on `payment_id`.
+    pub async fn refund(&self, payment_id: &str, amount: u64) -> CallToolResult {
+        self.call(
+            "create_refund",
+            json!({"payment_id": payment_id, "amount": amount}),
+        )
+        .await
+    }
+
+    /// The names of the tools listed.
+    pub async fn tool_names(&self) -> Vec<String> {
+        let tools = tokio::time::timeout(CALL_TIMEOUT, self.client.list_all_tools())
+            .await
+            .expect("listed in time")
+            .expect("tools/list");
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// Closes the session.
+    pub async fn close(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+/// Runs `interlock ARGS` to its end; (exit code, stdout, stderr).
+pub fn interlock(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run interlock");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// SIGKILL a process.
+pub fn kill_9(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -9 {pid}");
+}
