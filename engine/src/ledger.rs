@@ -665,6 +665,18 @@ impl Ledger {
         audit::records(&conn).map_err(|e| self.err(e))
     }
 
+    /// The upstream tool an intent calls (an approval needs its live definition for G6).
+    pub fn tool_of(&self, key: &IntentKey) -> Result<Option<String>, LedgerError> {
+        let conn = self.conn();
+        conn.row(
+            "SELECT tool FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+            params![key.merchant_id.as_str(), key.sik.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
     /// Every intent's current core.
     pub fn cores(&self) -> Result<Vec<IntentCore>, LedgerError> {
         let conn = self.conn();

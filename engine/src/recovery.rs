@@ -168,8 +168,12 @@ impl<R: Rail> Engine<R> {
             let Some(seen) = ledger::read_row(tx, key).map_err(|e| self.ledger.err(e))? else {
                 return Err(ApplyError::NoSuchIntent(ledger::describe(key)));
             };
+            // Only a held intent can be approved; anything else is the machine's refusal.
             if seen.core.state != State::Held {
-                return Ok(Err(None));
+                return Err(ApplyError::Illegal(interlock_machine::Illegal::NoEdge {
+                    state: seen.core.state,
+                    event: interlock_machine::EventKind::HoldReleased,
+                }));
             }
             let usage = crate::usage::read(
                 tx,
@@ -191,7 +195,7 @@ impl<R: Rail> Engine<R> {
             };
             let ladder = gates::ladder(&input, advice.clone());
             if ladder.verdict == Verdict::Block {
-                return Ok(Err(Some(ladder)));
+                return Ok(Err(ladder));
             }
             let change = Change {
                 reason: Some(("APPROVED".into(), format!("approved by {by}"))),
@@ -205,13 +209,12 @@ impl<R: Rail> Engine<R> {
         })?;
         match approved {
             Ok(ladder) => self.drive(key, Effect::StartAttempt, ladder.results),
-            Err(Some(ladder)) => {
+            Err(ladder) => {
                 let mut answer = refusal(ladder, Some(key.sik.clone()));
                 answer.message = format!("not approved, still held: {}", answer.message);
                 answer.state = Some(State::Held);
                 Ok(answer)
             }
-            Err(None) => self.state_answer(key, Vec::new()),
         }
     }
 

@@ -644,7 +644,11 @@ impl interlock_engine::Rail for NoRail {
             "no upstream in this command".into(),
         ))
     }
-    fn execute(&self, _call: &interlock_engine::RailCall) -> interlock_engine::RailOutcome {
+    fn execute(
+        &self,
+        _call: &interlock_engine::RailCall,
+        _timeout_ms: u64,
+    ) -> interlock_engine::RailOutcome {
         interlock_engine::RailOutcome::Ambiguous {
             detail: "no upstream in this command".into(),
         }
@@ -695,7 +699,18 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
         };
         let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
         let by = format!("{} ({})", op.by, args.why);
-        let answer = tokio::task::spawn_blocking(move || engine.approve(&key, &by))
+        // The approval is judged again, G6 included: against the upstream's live definition.
+        let tool = engine
+            .ledger()
+            .tool_of(&key)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no intent {} in the ledger", op.sik))?;
+        let tools = upstream
+            .tools()
+            .await
+            .map_err(|e| format!("cannot list the upstream's tools: {e}"))?;
+        let live = upstream.live_tool(&tools, &tool);
+        let answer = tokio::task::spawn_blocking(move || engine.approve(&key, &by, live.as_ref()))
             .await
             .map_err(|e| format!("the approval task failed: {e}"))?
             .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;

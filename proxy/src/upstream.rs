@@ -383,7 +383,7 @@ impl Rail for McpRail {
         }
     }
 
-    fn execute(&self, call: &RailCall) -> RailOutcome {
+    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome {
         let mut args = call.passthrough.clone();
         args.insert("amount".into(), json!(call.amount.get()));
         args.insert("notes".into(), Value::Object(call.notes.clone()));
@@ -398,11 +398,25 @@ impl Rail for McpRail {
                 args.insert("settle_full_balance".into(), json!(false));
             }
         }
-        let result = match self.call(call.tool.as_str(), Value::Object(args)) {
-            Ok(result) => result,
-            Err(e) => {
+        // The engine sized its lease on this call ending within `timeout_ms`: abandon it then,
+        // whatever the upstream's own timeout says.
+        let deadline = Duration::from_millis(timeout_ms);
+        let call_once = self
+            .upstream
+            .call(call.tool.as_str(), Some(obj(Value::Object(args))));
+        let result = match self
+            .handle
+            .block_on(tokio::time::timeout(deadline, call_once))
+        {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => {
                 return RailOutcome::Ambiguous {
                     detail: e.to_string(),
+                };
+            }
+            Err(_) => {
+                return RailOutcome::Ambiguous {
+                    detail: format!("no answer within {timeout_ms} ms"),
                 };
             }
         };
