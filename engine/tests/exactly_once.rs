@@ -358,42 +358,19 @@ fn a_settlement_that_cannot_be_reconciled_by_stamp_waits_for_a_human() {
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
 
-/// A rail whose lists show our stamp on an entity id the machine refuses (65 characters).
-struct MangledLists(std::sync::Arc<interlock_engine::memory_rail::MemoryRail>);
-
-impl interlock_engine::Rail for MangledLists {
-    fn resolve(
-        &self,
-        action: &interlock_spec::action::ProposedAction,
-    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
-        self.0.resolve(action)
-    }
-    fn execute(
-        &self,
-        call: &interlock_engine::RailCall,
-        timeout_ms: u64,
-    ) -> interlock_engine::RailOutcome {
-        self.0.execute(call, timeout_ms)
-    }
-    fn list_page(
-        &self,
-        query: &interlock_engine::rail::ListQuery,
-        page: u32,
-    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        let mut found = self.0.list_page(query, page)?;
-        for entity in &mut found.entities {
-            entity.id = "x".repeat(65);
-        }
-        Ok(found)
-    }
-}
-
 #[test]
 fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
     let world = World::new();
     let rail = std::sync::Arc::new(world.rail());
     rail.script([ExecFault::TimeoutAfterApply]);
-    let engine = world.engine(MangledLists(std::sync::Arc::clone(&rail)), "p1");
+    // The rail's lists show our stamp on an entity id the machine refuses (65 characters).
+    let mut mangled = Twisted::new(std::sync::Arc::clone(&rail));
+    mangled.on_page = Some(Box::new(|page| {
+        for entity in &mut page.entities {
+            entity.id = "x".repeat(65);
+        }
+    }));
+    let engine = world.engine(mangled, "p1");
     let answer = engine
         .propose(&refund("pay_1002", 50_000), Some(&live()))
         .unwrap();
@@ -422,54 +399,23 @@ fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
     assert_eq!(rail.executed().len(), 1);
 }
 
-/// A rail that takes `took_ms` of the engine's clock per call and records the timeout it got.
-struct SlowRail {
-    inner: std::sync::Arc<interlock_engine::memory_rail::MemoryRail>,
-    clock: std::sync::Arc<interlock_engine::ManualClock>,
-    took_ms: u64,
-    timeouts: std::sync::Mutex<Vec<u64>>,
-}
-
-impl interlock_engine::Rail for SlowRail {
-    fn resolve(
-        &self,
-        action: &interlock_spec::action::ProposedAction,
-    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
-        self.inner.resolve(action)
-    }
-    fn execute(
-        &self,
-        call: &interlock_engine::RailCall,
-        timeout_ms: u64,
-    ) -> interlock_engine::RailOutcome {
-        self.timeouts.lock().unwrap().push(timeout_ms);
-        self.clock.advance(self.took_ms);
-        self.inner.execute(call, timeout_ms)
-    }
-    fn list_page(
-        &self,
-        query: &interlock_engine::rail::ListQuery,
-        page: u32,
-    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        self.inner.list_page(query, page)
-    }
-}
-
 #[test]
 fn the_rail_is_given_the_call_timeout_and_an_answer_after_it_is_not_believed() {
     let world = World::new();
     let inner = std::sync::Arc::new(world.rail());
-    let slow = SlowRail {
-        inner: std::sync::Arc::clone(&inner),
-        clock: world.clock.clone(),
-        took_ms: 12_000,
-        timeouts: std::sync::Mutex::new(Vec::new()),
-    };
+    // A rail that takes 12 s of the engine's clock per call and records the timeout it got.
+    let timeouts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut slow = Twisted::new(std::sync::Arc::clone(&inner));
+    let (seen, clock) = (std::sync::Arc::clone(&timeouts), world.clock.clone());
+    slow.before_execute = Some(Box::new(move |timeout_ms| {
+        seen.lock().unwrap().push(timeout_ms);
+        clock.advance(12_000);
+    }));
     let engine = world.engine(slow, "p1");
     let answer = engine
         .propose(&refund("pay_1002", 50_000), Some(&live()))
         .unwrap();
-    assert_eq!(engine.rail().timeouts.lock().unwrap().as_slice(), &[10_000]);
+    assert_eq!(timeouts.lock().unwrap().as_slice(), &[10_000]);
     assert_eq!(answer.outcome, Outcome::Unknown, "{answer:?}");
     assert!(
         answer.message.contains("past its 10000 ms timeout"),

@@ -159,46 +159,19 @@ fn an_approval_is_recorded_with_who_approved_it() {
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
 
-/// A rail that spells payment ids its own way (as a rail may normalise them).
-struct Renaming(std::sync::Arc<interlock_engine::memory_rail::MemoryRail>);
-
-impl interlock_engine::Rail for Renaming {
-    fn resolve(
-        &self,
-        action: &interlock_spec::action::ProposedAction,
-    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
-        let mut referent = self.0.resolve(action)?;
-        if let interlock_engine::Referent::Payment(payment) = &mut referent {
-            payment.id = payment.id.to_uppercase().replace("PAY_", "pay_");
-        }
-        Ok(referent)
-    }
-    fn execute(
-        &self,
-        call: &interlock_engine::RailCall,
-        timeout_ms: u64,
-    ) -> interlock_engine::RailOutcome {
-        self.0.execute(call, timeout_ms)
-    }
-    fn list_page(
-        &self,
-        query: &interlock_engine::rail::ListQuery,
-        page: u32,
-    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        self.0.list_page(query, page)
-    }
-}
-
 #[test]
 fn an_approval_is_refused_when_the_rail_names_the_held_subject_differently() {
     let world = World::new();
     let rail = std::sync::Arc::new(world.rail());
     rail.add_payment("pay_abc", 10_000, 0, None);
-    let engine = world.engine_with(
-        Renaming(std::sync::Arc::clone(&rail)),
-        "p1",
-        one_call_per_day(true),
-    );
+    // A rail that spells payment ids its own way (as a rail may normalise them).
+    let mut renaming = Twisted::new(std::sync::Arc::clone(&rail));
+    renaming.on_resolve = Some(Box::new(|referent| {
+        if let interlock_engine::Referent::Payment(payment) = referent {
+            payment.id = payment.id.to_uppercase().replace("PAY_", "pay_");
+        }
+    }));
+    let engine = world.engine_with(renaming, "p1", one_call_per_day(true));
     rail.fail_resolves(1);
     let x = engine
         .propose(&refund("pay_abc", 1_000), Some(&live()))

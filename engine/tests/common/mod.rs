@@ -221,3 +221,62 @@ fn current_attempt(db: &Path, sik: &str) -> u32 {
 pub fn raw(db: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(db).expect("a raw connection")
 }
+
+/// The scripted rail with one behaviour changed: its referents, its answers' timing, or its
+/// list pages. For tests that need a rail a little unlike the in-memory one.
+pub struct Twisted {
+    pub inner: Arc<MemoryRail>,
+    pub on_resolve: Option<Twist<interlock_engine::Referent>>,
+    pub before_execute: Option<Box<dyn Fn(u64) + Send + Sync>>,
+    pub on_page: Option<Twist<interlock_engine::rail::ListPage>>,
+}
+
+/// A change made to what the scripted rail returned.
+pub type Twist<T> = Box<dyn Fn(&mut T) + Send + Sync>;
+
+impl Twisted {
+    pub fn new(inner: Arc<MemoryRail>) -> Twisted {
+        Twisted {
+            inner,
+            on_resolve: None,
+            before_execute: None,
+            on_page: None,
+        }
+    }
+}
+
+impl interlock_engine::Rail for Twisted {
+    fn resolve(
+        &self,
+        action: &ProposedAction,
+    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
+        let mut referent = self.inner.resolve(action)?;
+        if let Some(twist) = &self.on_resolve {
+            twist(&mut referent);
+        }
+        Ok(referent)
+    }
+
+    fn execute(
+        &self,
+        call: &interlock_engine::RailCall,
+        timeout_ms: u64,
+    ) -> interlock_engine::RailOutcome {
+        if let Some(twist) = &self.before_execute {
+            twist(timeout_ms);
+        }
+        self.inner.execute(call, timeout_ms)
+    }
+
+    fn list_page(
+        &self,
+        query: &interlock_engine::rail::ListQuery,
+        page: u32,
+    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
+        let mut found = self.inner.list_page(query, page)?;
+        if let Some(twist) = &self.on_page {
+            twist(&mut found);
+        }
+        Ok(found)
+    }
+}
