@@ -1,4 +1,5 @@
-//! The command line: `serve`, `check`, `pin`, `ledger`, `audit verify`.
+//! The command line: `serve`, `check`, `pin`, `ledger`, `audit verify`, the operator's
+//! commands and `demo`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,17 @@ enum Command {
     Resolve(ResolveArgs),
     /// Run one reconcile pass now over every intent that is due, against UPSTREAM.
     Reconcile(ReconcileArgs),
+    /// The scripted demo: the real proxy in front of interlock-rail-mock (found next to this
+    /// executable), six steps, then the ledger and the rail journal. Exit 0 when every step
+    /// behaved as the story says, 1 otherwise.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// Keep the temporary directory (mandate, ledger, rail journal) after a successful run.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Args)]
@@ -243,6 +255,7 @@ pub fn run() -> ExitCode {
         Command::Reject(args) => reject(args),
         Command::Resolve(args) => resolve(args),
         Command::Reconcile(args) => reconcile(args),
+        Command::Demo(args) => crate::demo::run(args.keep),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

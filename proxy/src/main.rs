@@ -5,6 +5,7 @@
 //! without `--allow-live`, upstream or ledger failure); 2 usage (bad flags, missing values).
 
 mod cli;
+mod demo;
 mod server;
 mod upstream;
 

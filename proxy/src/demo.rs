@@ -1,0 +1,622 @@
+//! `interlock demo`: the real proxy in front of `interlock-rail-mock`, driven by a scripted MCP
+//! client through six steps. Each step's decision is printed to stdout and checked; any step that
+//! does not behave as the story says ends the demo with an error (exit 1).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+/// The demo mandate's agent.
+const AGENT: &str = "agent_support_bot";
+/// A call that should answer gets this long.
+const CALL_BOUND: Duration = Duration::from_secs(30);
+
+/// The mock rail's binary name, looked up next to the running `interlock`.
+const MOCK: &str = "interlock-rail-mock";
+
+struct Demo {
+    exe: PathBuf,
+    mock: PathBuf,
+    dir: PathBuf,
+    journal: PathBuf,
+    db: PathBuf,
+    mandate: PathBuf,
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+/// Fails the demo with `why` unless `ok`.
+fn expect(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(why()) }
+}
+
+/// Runs the demo; `keep` leaves the temporary directory in place.
+pub fn run(keep: bool) -> Result<(), String> {
+    let started = Instant::now();
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mock = exe
+        .parent()
+        .ok_or("this executable has no directory")?
+        .join(MOCK);
+    if !mock.exists() {
+        return Err(format!(
+            "the demo needs {MOCK} next to {} (not found); build both first: \
+             cargo build --release -p interlock-rail-mock -p interlock && target/release/interlock demo",
+            exe.display()
+        ));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("interlock-demo-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let demo = Demo {
+        exe,
+        mock,
+        journal: dir.join("rail.db"),
+        db: dir.join("ledger.db"),
+        mandate: dir.join("mandate.yaml"),
+        dir,
+    };
+    println!("Interlock demo, in {}", demo.dir.display());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let result = rt.block_on(demo.story());
+    rt.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => {
+            println!("demo passed in {:.1} s", started.elapsed().as_secs_f64());
+            if keep {
+                println!("files kept in {}", demo.dir.display());
+            } else {
+                let _ = std::fs::remove_dir_all(&demo.dir);
+            }
+            Ok(())
+        }
+        Err(why) => Err(format!(
+            "demo FAILED: {why} (files kept in {})",
+            demo.dir.display()
+        )),
+    }
+}
+
+/// The `interlock` block of a result.
+fn block(result: &CallToolResult) -> Value {
+    result
+        .structured_content
+        .as_ref()
+        .map(|s| s["interlock"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Prints a decision on one line, the message on the next.
+fn show(result: &CallToolResult) -> Value {
+    let b = block(result);
+    let entity = b["rail_entity_id"].as_str().unwrap_or("-");
+    println!(
+        "   -> {} / {}  entity {}{}",
+        b["outcome"].as_str().unwrap_or("?"),
+        b["reason_code"].as_str().unwrap_or("?"),
+        entity,
+        if b["idempotent_replay"] == true {
+            "  (idempotent replay)"
+        } else {
+            ""
+        }
+    );
+    if let Some(message) = b["message"].as_str() {
+        println!("      {message}");
+    }
+    b
+}
+
+fn params(tool: &str, args: Value) -> CallToolRequestParams {
+    let p = CallToolRequestParams::new(tool.to_owned());
+    match args {
+        Value::Object(map) => p.with_arguments(map),
+        _ => p,
+    }
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> Result<CallToolResult, String> {
+    tokio::time::timeout(CALL_BOUND, client.call_tool(params(tool, args)))
+        .await
+        .map_err(|_| format!("{tool} did not answer in {CALL_BOUND:?}"))?
+        .map_err(|e| format!("{tool} failed: {e}"))
+}
+
+fn refund(payment_id: &str, amount: u64) -> Value {
+    json!({"payment_id": payment_id, "amount": amount})
+}
+
+impl Demo {
+    /// `interlock ARGS` to its end: (success, stdout, stderr).
+    fn interlock(&self, args: &[&std::ffi::OsStr]) -> Result<(bool, String, String), String> {
+        let out = Command::new(&self.exe)
+            .args(args)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// The mock's journal, from `inspect`.
+    fn inspect(&self) -> Result<Value, String> {
+        let out = Command::new(&self.mock)
+            .arg("inspect")
+            .arg("--journal")
+            .arg(&self.journal)
+            .args(["--log-level", "error"])
+            .output()
+            .map_err(|e| format!("cannot run {MOCK} inspect: {e}"))?;
+        expect(out.status.success(), || {
+            format!(
+                "{MOCK} inspect failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("inspect printed no JSON: {e}"))
+    }
+
+    fn money_calls(&self) -> Result<u64, String> {
+        Ok(self.inspect()?["call_counters"]["money_calls"]
+            .as_u64()
+            .unwrap_or(0))
+    }
+
+    /// Refunds of `payment_id` carrying an Interlock stamp.
+    fn stamped_refunds_of(&self, payment_id: &str) -> Result<usize, String> {
+        Ok(self.inspect()?["refunds"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .filter(|r| r["payment_id"] == payment_id)
+                    .filter(|r| r["notes"]["interlock_sik"].is_string())
+                    .count()
+            })
+            .unwrap_or(0))
+    }
+
+    /// Seeds the journal: the mock started once on it with `--seed demo`, stdin closed at once.
+    fn seed(&self) -> Result<(), String> {
+        let status = Command::new(&self.mock)
+            .arg("--journal")
+            .arg(&self.journal)
+            .args(["--seed", "demo", "--log-level", "error"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {MOCK}: {e}"))?;
+        expect(status.success(), || {
+            "seeding the mock journal failed".into()
+        })
+    }
+
+    /// The pins of the mock's live tools, from `interlock pin --json`.
+    fn pins(&self) -> Result<Value, String> {
+        let mock = self.mock.as_os_str();
+        let args = ["pin", "--json", "--"].map(std::ffi::OsStr::new);
+        let mut all: Vec<&std::ffi::OsStr> = args.to_vec();
+        all.push(mock);
+        all.extend(["--seed", "demo", "--log-level", "error"].map(std::ffi::OsStr::new));
+        let (ok, stdout, stderr) = self.interlock(&all)?;
+        expect(ok, || format!("interlock pin failed: {stderr}"))?;
+        serde_json::from_str(&stdout).map_err(|e| format!("pin printed no JSON: {e}"))
+    }
+
+    /// The demo mandate, with `pins`; `drift` names a tool whose pin is altered.
+    fn write_mandate(&self, path: &Path, pins: &Value, drift: Option<&str>) -> Result<(), String> {
+        let pin = |tool: &str| -> Result<String, String> {
+            let real = pins["tools"][tool]
+                .as_str()
+                .ok_or_else(|| format!("no pin for {tool}"))?;
+            if drift == Some(tool) {
+                // One hex digit changed: the description the human approved is not this one.
+                let flipped = if real.starts_with('0') { "1" } else { "0" };
+                Ok(format!("{flipped}{}", &real[1..]))
+            } else {
+                Ok(real.to_owned())
+            }
+        };
+        let yaml = format!(
+            r#"v: 1
+mandate_id: mnd_demo
+merchant_id: acc_DEMO000001
+agent_id: {AGENT}
+issued_at: 1700000000000
+expires_at: 2000000000000
+purpose: "Refund duplicate customer charges"
+scope:
+  grants:
+    fetch_payment:
+      reversibility: reversible
+      value:
+        max_amount_minor: 0
+        min_amount_minor: 0
+        currencies: [INR]
+    create_refund:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 500000
+        min_amount_minor: 100
+        currencies: [INR]
+    create_instant_settlement:
+      reversibility: irreversible
+      on_unresolvable: hold
+      value:
+        max_amount_minor: 100000
+        min_amount_minor: 200
+        currencies: [INR]
+limits:
+  windows:
+    - window_ms: 86400000
+      max_calls: 40
+      max_amount_minor: 2000000
+      currency: INR
+  fee_budgets:
+    INR:
+      window_ms: 86400000
+      max_fee_minor: 20000
+idempotency:
+  create_refund:
+    key_fields: [payment_id]
+    window_ms: null
+  create_instant_settlement:
+    key_fields: [description]
+    window_ms: 86400000
+provenance:
+  server_id: "{server_id}"
+  manifest_sha256: "{manifest}"
+  pinned_manifests:
+    fetch_payment:
+      sha256: "{p1}"
+      trust_tier: "pinned"
+    create_refund:
+      sha256: "{p2}"
+      trust_tier: "pinned"
+    create_instant_settlement:
+      sha256: "{p3}"
+      trust_tier: "pinned"
+"#,
+            server_id = pins["server_id"].as_str().unwrap_or_default(),
+            manifest = pins["manifest_sha256"].as_str().unwrap_or_default(),
+            p1 = pin("fetch_payment")?,
+            p2 = pin("create_refund")?,
+            p3 = pin("create_instant_settlement")?,
+        );
+        std::fs::write(path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Starts `interlock serve` (mandate, db, faults, flags) and connects to it.
+    async fn proxy(
+        &self,
+        mandate: &Path,
+        db: &Path,
+        faults: &str,
+        flags: &[&str],
+    ) -> Result<Client, String> {
+        let mut cmd = tokio::process::Command::new(&self.exe);
+        cmd.arg("serve")
+            .arg("--mandate")
+            .arg(mandate)
+            .arg("--db")
+            .arg(db)
+            .args(["--agent", AGENT])
+            .args(flags)
+            .arg("--")
+            .arg(&self.mock)
+            .arg("--journal")
+            .arg(&self.journal)
+            .args(["--seed", "demo", "--log-level", "error", "--faults", faults])
+            .env("RUST_LOG", "error")
+            .env_remove("RAZORPAY_KEY_ID");
+        let (transport, _stderr) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start interlock serve: {e}"))?;
+        tokio::time::timeout(CALL_BOUND, ().serve(transport))
+            .await
+            .map_err(|_| "interlock serve did not initialize in time".to_owned())?
+            .map_err(|e| format!("interlock serve did not initialize: {e}"))
+    }
+
+    async fn story(&self) -> Result<(), String> {
+        self.seed()?;
+        let pins = self.pins()?;
+        self.write_mandate(&self.mandate, &pins, None)?;
+        println!(
+            "mock rail seeded (--seed demo); mandate written with the pins of the mock's live tools\n"
+        );
+
+        // Steps 1–4 on one proxy whose rail hangs, after applying it, on the 2nd money call.
+        let proxy = self
+            .proxy(
+                &self.mandate,
+                &self.db,
+                "timeout_after_apply@2",
+                &["--call-timeout-ms", "1000", "--reconcile-every-ms", "500"],
+            )
+            .await?;
+
+        println!("1) benign refund: create_refund pay_1002 amount 10000");
+        let first = show(&call(&proxy, "create_refund", refund("pay_1002", 10_000)).await?);
+        expect(
+            first["outcome"] == "APPLIED" && first["reason_code"] == "APPLIED",
+            || format!("step 1: expected APPLIED, got {first}"),
+        )?;
+        let entity = first["rail_entity_id"].as_str().unwrap_or("").to_owned();
+
+        println!("\n2) the agent retries it with a fresh request: the same refund again");
+        let again = show(&call(&proxy, "create_refund", refund("pay_1002", 10_000)).await?);
+        expect(
+            again["reason_code"] == "IDEMPOTENT_REPLAY" && again["rail_entity_id"] == entity,
+            || format!("step 2: expected an idempotent replay of {entity}, got {again}"),
+        )?;
+        let stamped = self.stamped_refunds_of("pay_1002")?;
+        expect(stamped == 1, || {
+            format!("step 2: {stamped} stamped refunds on pay_1002")
+        })?;
+        println!("      rail: 1 refund on pay_1002");
+
+        println!(
+            "\n3) injected over-refund: create_refund pay_1003 amount 250000 (refundable 200000)"
+        );
+        let over = show(&call(&proxy, "create_refund", refund("pay_1003", 250_000)).await?);
+        let message = over["message"].as_str().unwrap_or("");
+        expect(
+            over["outcome"] == "REFUSED"
+                && over["reason_code"] == "REFUND_EXCEEDS_REFUNDABLE"
+                && message.contains("250000")
+                && message.contains("200000"),
+            || format!("step 3: expected REFUND_EXCEEDS_REFUNDABLE with the numbers, got {over}"),
+        )?;
+        let money = self.money_calls()?;
+        expect(money == 1, || {
+            format!("step 3: the rail saw {money} money calls, not 1")
+        })?;
+        println!("      rail: no money call made");
+
+        println!(
+            "\n4) 504 after apply: create_refund pay_1005 amount 25000; the rail applies it and never answers"
+        );
+        let lost = show(&call(&proxy, "create_refund", refund("pay_1005", 25_000)).await?);
+        expect(lost["outcome"] == "UNKNOWN", || {
+            format!("step 4: expected UNKNOWN after the call timeout, got {lost}")
+        })?;
+        println!("   retry storm: 5 identical retries at once");
+        let peer = proxy.peer().clone();
+        let storm: Vec<_> = (0..5)
+            .map(|_| {
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    peer.call_tool(params("create_refund", refund("pay_1005", 25_000)))
+                        .await
+                })
+            })
+            .collect();
+        for task in storm {
+            let result = task
+                .await
+                .map_err(|e| format!("step 4: a retry task failed: {e}"))?
+                .map_err(|e| format!("step 4: a retry failed: {e}"))?;
+            let b = show(&result);
+            expect(
+                ["APPLIED", "UNKNOWN", "IN_PROGRESS"]
+                    .contains(&b["outcome"].as_str().unwrap_or("")),
+                || format!("step 4: a retry was {b}"),
+            )?;
+        }
+        println!("   the agent keeps retrying until the reconciler has settled it");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut calls = 6;
+        let settled = loop {
+            calls += 1;
+            let result = call(&proxy, "create_refund", refund("pay_1005", 25_000)).await?;
+            let b = block(&result);
+            if b["outcome"] == "APPLIED" {
+                break show(&result);
+            }
+            expect(Instant::now() < deadline, || {
+                format!("step 4: not reconciled in 20 s: {b}")
+            })?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        expect(settled["reason_code"] == "IDEMPOTENT_REPLAY", || {
+            format!("step 4: expected a replay of the reconciled refund, got {settled}")
+        })?;
+        let stamped = self.stamped_refunds_of("pay_1005")?;
+        let money = self.money_calls()?;
+        expect(stamped == 1 && money == 2, || {
+            format!("step 4: {stamped} stamped refunds on pay_1005, {money} money calls")
+        })?;
+        println!(
+            "      rail: exactly 1 refund on pay_1005 after {calls} identical calls (2 money calls in all)"
+        );
+        let _ = proxy.cancel().await;
+
+        println!(
+            "\n5) drifted tool description: a proxy whose mandate pins another create_refund than the rail serves"
+        );
+        let drifted = self.dir.join("drifted.yaml");
+        self.write_mandate(&drifted, &pins, Some("create_refund"))?;
+        let proxy = self
+            .proxy(&drifted, &self.dir.join("drifted.ledger.db"), "none", &[])
+            .await?;
+        let tools = tokio::time::timeout(CALL_BOUND, proxy.list_all_tools())
+            .await
+            .map_err(|_| "step 5: tools/list timed out".to_owned())?
+            .map_err(|e| format!("step 5: tools/list failed: {e}"))?;
+        let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        println!("   tools/list: {}", names.join(", "));
+        expect(!names.iter().any(|n| n == "create_refund"), || {
+            "step 5: the drifted create_refund was listed".into()
+        })?;
+        println!("   create_refund pay_1002 amount 5000");
+        let refused = show(&call(&proxy, "create_refund", refund("pay_1002", 5_000)).await?);
+        expect(refused["reason_code"] == "TOOL_DRIFTED", || {
+            format!("step 5: expected TOOL_DRIFTED, got {refused}")
+        })?;
+        let money = self.money_calls()?;
+        expect(money == 2, || {
+            format!("step 5: the rail saw {money} money calls, not 2")
+        })?;
+        println!("      rail: no money call made");
+        let _ = proxy.cancel().await;
+
+        println!(
+            "\n6) held settlement: create_instant_settlement 10000; the balance read outlives the call bound"
+        );
+        let reads = self.inspect()?["call_counters"]["read_calls"]
+            .as_u64()
+            .unwrap_or(0);
+        let slow = format!("slow=2500@{}", reads + 1);
+        let proxy = self
+            .proxy(
+                &self.mandate,
+                &self.db,
+                &slow,
+                &["--call-timeout-ms", "1000"],
+            )
+            .await?;
+        let settle = json!({"amount": 10_000, "description": "payout"});
+        let held = show(&call(&proxy, "create_instant_settlement", settle.clone()).await?);
+        expect(held["outcome"] == "HELD", || {
+            format!("step 6: expected HELD, got {held}")
+        })?;
+        let sik = held["sik"].as_str().unwrap_or("").to_owned();
+        println!("   interlock approve {sik} --by ops@example.com");
+        let os = std::ffi::OsStr::new;
+        let mut approve = vec![
+            os("approve"),
+            os(&sik),
+            os("--mandate"),
+            self.mandate.as_os_str(),
+            os("--db"),
+            self.db.as_os_str(),
+            os("--by"),
+            os("ops@example.com"),
+            os("--why"),
+            os("the balance was checked by hand"),
+            os("--json"),
+            os("--"),
+            self.mock.as_os_str(),
+            os("--journal"),
+            self.journal.as_os_str(),
+        ];
+        approve.extend(["--seed", "demo", "--log-level", "error"].map(os));
+        let (ok, stdout, stderr) = self.interlock(&approve)?;
+        expect(ok, || format!("step 6: approve failed: {stdout} {stderr}"))?;
+        let approved: Value = serde_json::from_str(&stdout)
+            .map_err(|e| format!("step 6: approve printed no JSON: {e}"))?;
+        println!(
+            "   -> {} / {}  entity {}",
+            approved["outcome"].as_str().unwrap_or("?"),
+            approved["reason_code"].as_str().unwrap_or("?"),
+            approved["rail_entity_id"].as_str().unwrap_or("-")
+        );
+        expect(approved["outcome"] == "APPLIED", || {
+            format!("step 6: approval did not apply: {approved}")
+        })?;
+        println!("   the agent asks again");
+        let after = show(&call(&proxy, "create_instant_settlement", settle).await?);
+        expect(
+            after["reason_code"] == "IDEMPOTENT_REPLAY"
+                && after["rail_entity_id"] == approved["rail_entity_id"],
+            || format!("step 6: expected a replay of the approved settlement, got {after}"),
+        )?;
+        let _ = proxy.cancel().await;
+
+        self.summary()
+    }
+
+    /// The ledger and the rail journal, then the invariant.
+    fn summary(&self) -> Result<(), String> {
+        let os = std::ffi::OsStr::new;
+        println!("\n=== ledger (interlock ledger list) ===");
+        let (ok, text, stderr) =
+            self.interlock(&[os("ledger"), os("--db"), self.db.as_os_str(), os("list")])?;
+        expect(ok, || format!("ledger list failed: {stderr}"))?;
+        println!("{}", text.trim_end());
+        let (ok, json_text, stderr) = self.interlock(&[
+            os("ledger"),
+            os("--db"),
+            self.db.as_os_str(),
+            os("list"),
+            os("--json"),
+        ])?;
+        expect(ok, || format!("ledger list --json failed: {stderr}"))?;
+        let rows: Vec<Value> =
+            serde_json::from_str(&json_text).map_err(|e| format!("ledger list JSON: {e}"))?;
+
+        println!("\n=== rail journal ({MOCK} inspect) ===");
+        let journal = self.inspect()?;
+        println!("call counters: {}", journal["call_counters"]);
+        let mut stamps: Vec<(String, String)> = Vec::new();
+        for (kind, what) in [("refunds", "refund"), ("settlements", "settlement")] {
+            for e in journal[kind].as_array().into_iter().flatten() {
+                let stamp = e["notes"]["interlock_sik"].as_str();
+                let amount = e["amount"]
+                    .as_u64()
+                    .or_else(|| e["amount_requested"].as_u64())
+                    .unwrap_or(0);
+                println!(
+                    "  {:<10} {:<21}  {:<8} {:>7}  stamp {}",
+                    what,
+                    e["id"].as_str().unwrap_or("?"),
+                    e["payment_id"].as_str().unwrap_or("-"),
+                    amount,
+                    stamp.unwrap_or("- (not made through Interlock)")
+                );
+                if let Some(s) = stamp {
+                    stamps.push((s.to_owned(), e["id"].as_str().unwrap_or("").to_owned()));
+                }
+            }
+        }
+
+        // Invariant: each stamp once in the rail, and the stamped entities are exactly the
+        // ledger's APPLIED intents.
+        let mut unique: Vec<&String> = stamps.iter().map(|(s, _)| s).collect();
+        unique.sort();
+        unique.dedup();
+        expect(unique.len() == stamps.len(), || {
+            format!("a stamp appears twice in the rail: {stamps:?}")
+        })?;
+        let applied: Vec<(String, String)> = rows
+            .iter()
+            .filter(|r| r["state"] == "APPLIED")
+            .map(|r| {
+                (
+                    r["sik"].as_str().unwrap_or("").to_owned(),
+                    r["rail_entity_id"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let mut a = applied.clone();
+        let mut s = stamps.clone();
+        a.sort();
+        s.sort();
+        expect(a == s, || {
+            format!("the ledger's applied intents {a:?} are not the rail's stamped entities {s:?}")
+        })?;
+        println!(
+            "\ninvariant checked: entities with an Interlock stamp: {}, each stamp once, each one an APPLIED intent in the ledger",
+            stamps.len()
+        );
+        Ok(())
+    }
+}
