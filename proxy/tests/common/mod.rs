@@ -196,21 +196,32 @@ pub struct Proxy {
 }
 
 impl Scene {
+    /// The arguments after `interlock`: `serve … -- interlock-rail-mock …`.
+    pub fn serve_args(&self, faults: &str, proxy_flags: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "serve".into(),
+            "--mandate".into(),
+            self.mandate.clone().into(),
+            "--db".into(),
+            self.db.clone().into(),
+            "--agent".into(),
+            AGENT.into(),
+        ];
+        args.extend(proxy_flags.iter().map(Into::into));
+        args.push("--".into());
+        args.push(mock_bin().into());
+        args.push("--journal".into());
+        args.push(self.journal.clone().into());
+        for a in ["--seed", "demo", "--log-level", "error", "--faults", faults] {
+            args.push(a.into());
+        }
+        args
+    }
+
     /// The proxy's command line: `interlock serve … -- interlock-rail-mock …`.
     pub fn command(&self, faults: &str, proxy_flags: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(BIN);
-        cmd.arg("serve")
-            .arg("--mandate")
-            .arg(&self.mandate)
-            .arg("--db")
-            .arg(&self.db)
-            .args(["--agent", AGENT])
-            .args(proxy_flags)
-            .arg("--")
-            .arg(mock_bin())
-            .arg("--journal")
-            .arg(&self.journal)
-            .args(["--seed", "demo", "--log-level", "error", "--faults", faults])
+        cmd.args(self.serve_args(faults, proxy_flags))
             .env("RUST_LOG", "interlock=info,warn")
             .env_remove("RAZORPAY_KEY_ID");
         cmd
