@@ -7,82 +7,15 @@
 //! cannot install it (PyPI unreachable), the test fails and says so; it never passes silently.
 
 mod common;
+#[path = "../../rail-mock/tests/common/python_venv.rs"]
+mod python_venv;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
+use python_venv::{tail, venv_python};
 use serde_json::Value;
-
-/// The requirement installed into the venv.
-const MCP_REQUIREMENT: &str = "mcp>=2.3,<3";
-/// The interpreter that makes the venv.
-const PYTHON: &str = "python3";
-
-fn venv_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("proxy-py-venv")
-}
-
-fn tail(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
-}
-
-/// Whether the venv's Python imports an `mcp` that satisfies [`MCP_REQUIREMENT`].
-fn has_mcp(python: &Path) -> bool {
-    python.exists()
-        && Command::new(python)
-            .args([
-                "-c",
-                "import importlib.metadata as m, sys, mcp\n\
-                 v = tuple(int(x) for x in m.version('mcp').split('.')[:2])\n\
-                 sys.exit(0 if (2, 3) <= v < (3, 0) else 1)",
-            ])
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
-/// The venv's Python, with `mcp` installed.
-fn venv_python() -> PathBuf {
-    let dir = venv_dir();
-    let python = dir.join("bin").join("python");
-    if has_mcp(&python) {
-        return python;
-    }
-    let out = Command::new(PYTHON)
-        .args(["-m", "venv", "--clear"])
-        .arg(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {PYTHON} to make a venv: {e}"));
-    assert!(
-        out.status.success(),
-        "{PYTHON} -m venv {} failed (is python3-venv installed?):\n{}",
-        dir.display(),
-        tail(&out.stderr)
-    );
-    let out = Command::new(dir.join("bin").join("pip"))
-        .args([
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-            MCP_REQUIREMENT,
-        ])
-        .output()
-        .expect("run the venv's pip");
-    assert!(
-        out.status.success(),
-        "pip could not install {MCP_REQUIREMENT:?} into {} (is PyPI reachable?); this test \
-         needs it and does not skip:\n{}",
-        dir.display(),
-        tail(&out.stderr)
-    );
-    assert!(
-        has_mcp(&python),
-        "pip ran but {MCP_REQUIREMENT} does not import"
-    );
-    python
-}
 
 #[test]
 fn the_python_mcp_client_through_interlock_gets_every_decision_and_one_entity() {
