@@ -1,0 +1,10 @@
+//! `interlock`: an MCP proxy in front of a payment rail's MCP server that stops an agent from
+//! paying twice or paying more than a human authorised.
+//!
+//! The binary (`src/main.rs`) is a thin shell over this library, as ripgrep's is over its
+//! crates: the fuzz targets and the chaos runner drive the same request handling in process.
+
+pub mod cli;
+pub mod demo;
+pub mod server;
+pub mod upstream;
