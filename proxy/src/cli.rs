@@ -34,6 +34,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a mandate from a short interview on stdin (offline); pins UPSTREAM's tools if
+    /// given. Shows the YAML and its warnings and writes only after you type `yes`.
+    Init(InitArgs),
     /// Serve MCP on stdio in front of UPSTREAM (started as a child process).
     Serve(ServeArgs),
     /// Validate a mandate and summarise it.
@@ -56,6 +59,22 @@ enum Command {
     /// executable), six steps, then the ledger and the rail journal. Exit 0 when every step
     /// behaved as the story says, 1 otherwise.
     Demo(DemoArgs),
+}
+
+#[derive(Args)]
+struct InitArgs {
+    /// Where to write the mandate (YAML).
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Machine-readable output (the prompts still go to stderr).
+    #[arg(long)]
+    json: bool,
+    /// The upstream command and its arguments: its tools are offered and pinned.
+    #[arg(last = true)]
+    upstream: Vec<String>,
 }
 
 #[derive(Args)]
@@ -244,6 +263,7 @@ pub fn run() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Init(args) => init(args),
         Command::Serve(args) => serve(args),
         Command::Check(args) => check(args),
         Command::Pin(args) => pin(args),
@@ -484,43 +504,34 @@ fn check(args: CheckArgs) -> Result<(), String> {
     active.map_err(|e| format!("mandate {} is not in force: {e}", args.mandate.display()))
 }
 
-fn pin(args: PinArgs) -> Result<(), String> {
+/// The upstream's self-reported `name@version` and its tools, from one short-lived session.
+pub(crate) fn upstream_tools(
+    upstream: &[String],
+) -> Result<(String, Vec<rmcp::model::Tool>), String> {
     let rt = runtime()?;
-    let (server_id, tools) = rt.block_on(async {
-        let upstream = Upstream::spawn(&args.upstream, Duration::from_secs(20)).await?;
+    rt.block_on(async {
+        let upstream = Upstream::spawn(upstream, Duration::from_secs(20)).await?;
         let tools = upstream.tools().await.map_err(|e| e.to_string())?;
         let id = upstream.server_id.clone();
         upstream.close().await;
         Ok::<_, String>((id, tools))
-    })?;
-    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
-    let wanted = |name: &str| {
-        mandate.as_ref().is_none_or(|m| {
-            interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
-        })
-    };
+    })
+}
+
+/// The pins of `tools` for which `wanted` holds, as a mandate's `provenance:` section, with
+/// the manifest hash (over every tool the upstream offers) and the pins as JSON.
+pub(crate) fn provenance_section(
+    server_id: &str,
+    tools: &[rmcp::model::Tool],
+    wanted: impl Fn(&str) -> bool,
+) -> Result<(String, String, serde_json::Map<String, Value>), String> {
     let mut pins = serde_json::Map::new();
     let mut manifest = Vec::new();
-    for tool in &tools {
+    for tool in tools {
         let hash = tool_sha256(tool)?;
         manifest.push(json!({"name": tool.name, "sha256": hash}));
         if wanted(&tool.name) {
             pins.insert(tool.name.to_string(), json!(hash));
-        }
-    }
-    if let Some(mandate) = &mandate {
-        let missing: Vec<&str> = mandate
-            .scope
-            .grants
-            .keys()
-            .map(|t| t.as_str())
-            .filter(|t| !pins.contains_key(*t))
-            .collect();
-        if !missing.is_empty() {
-            eprintln!(
-                "interlock: warning: the upstream does not offer granted tool(s) {}",
-                missing.join(", ")
-            );
         }
     }
     let manifest_sha256 = interlock_spec::hash::sha256_hex(
@@ -535,6 +546,99 @@ fn pin(args: PinArgs) -> Result<(), String> {
         section.push_str(&format!(
             "    {name}:\n      sha256: {hash}\n      trust_tier: \"pinned\"\n"
         ));
+    }
+    Ok((section, manifest_sha256, pins))
+}
+
+fn init(args: InitArgs) -> Result<(), String> {
+    use crate::init;
+    if args.out.exists() && !args.force {
+        return Err(format!(
+            "{} exists; pass --force to replace it",
+            args.out.display()
+        ));
+    }
+    let pinned = if args.upstream.is_empty() {
+        None
+    } else {
+        Some(upstream_tools(&args.upstream)?)
+    };
+    let offered: Vec<String> = match &pinned {
+        Some((_, tools)) => tools.iter().map(|t| t.name.to_string()).collect(),
+        None => init::KNOWN_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+    };
+    let mut stdin = std::io::stdin().lock();
+    let mut stderr = std::io::stderr();
+    let answers = init::interview(&mut stdin, &mut stderr, &offered)?;
+    let section = match &pinned {
+        Some((server_id, tools)) => Some(
+            provenance_section(server_id, tools, |name| {
+                answers.tools.iter().any(|t| t == name)
+            })?
+            .0,
+        ),
+        None => None,
+    };
+    let now = now_ms();
+    let yaml = init::render(&answers, now, section.as_deref());
+    let mandate = init::validate(&yaml, now)?;
+    let warnings = init::warnings(&answers, pinned.is_some());
+    eprintln!("\n{yaml}");
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    eprint!("Type yes to write {}: ", args.out.display());
+    let mut confirm = String::new();
+    std::io::BufRead::read_line(&mut stdin, &mut confirm)
+        .map_err(|e| format!("cannot read the confirmation: {e}"))?;
+    if confirm.trim() != "yes" {
+        return Err(format!("not confirmed; {} not written", args.out.display()));
+    }
+    if args.out.exists() && !args.force {
+        return Err(format!(
+            "{} appeared meanwhile; not replaced",
+            args.out.display()
+        ));
+    }
+    let tmp = args.out.with_extension("yaml.tmp");
+    std::fs::write(&tmp, &yaml).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &args.out)
+        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    let hash = mandate.hash().map_err(|e| e.to_string())?;
+    let out = json!({"written": args.out, "mandate_sha256": hash, "warnings": warnings});
+    print(args.json, &out, || {
+        format!(
+            "wrote {} (mandate sha256 {hash}, {} warning(s))",
+            args.out.display(),
+            warnings.len()
+        )
+    });
+    Ok(())
+}
+
+fn pin(args: PinArgs) -> Result<(), String> {
+    let (server_id, tools) = upstream_tools(&args.upstream)?;
+    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
+    let wanted = |name: &str| {
+        mandate.as_ref().is_none_or(|m| {
+            interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
+        })
+    };
+    let (section, manifest_sha256, pins) = provenance_section(&server_id, &tools, wanted)?;
+    if let Some(mandate) = &mandate {
+        let missing: Vec<&str> = mandate
+            .scope
+            .grants
+            .keys()
+            .map(|t| t.as_str())
+            .filter(|t| !pins.contains_key(*t))
+            .collect();
+        if !missing.is_empty() {
+            eprintln!(
+                "interlock: warning: the upstream does not offer granted tool(s) {}",
+                missing.join(", ")
+            );
+        }
     }
     if args.write {
         let path = args.mandate.as_deref().expect("clap requires --mandate");

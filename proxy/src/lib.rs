@@ -6,5 +6,6 @@
 
 pub mod cli;
 pub mod demo;
+pub mod init;
 pub mod server;
 pub mod upstream;
