@@ -427,8 +427,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             upstream: upstream.clone(),
             agent_id,
         }));
-        let (reader, writer) = rmcp::transport::io::stdio_pipes();
-        let running = match server.serve((reader, writer)).await {
+        let (pipes, writer) = crate::frames::guard(tokio::io::stdin(), tokio::io::stdout());
+        let running = match server.serve(pipes).await {
             Ok(running) => running,
             Err(e) => {
                 tracing::info!("the client went away before initialize: {e}");
@@ -442,6 +442,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("the MCP session failed: {e}"))?;
         tracing::info!(?reason, "stopped serving");
+        // The last answers are flushed before the process exits.
+        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
         Ok::<(), String>(())
     })?;
     // Calls still blocked in the engine must not hold the process open.

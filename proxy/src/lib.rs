@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod demo;
+pub mod frames;
 pub mod init;
 pub mod server;
 pub mod upstream;

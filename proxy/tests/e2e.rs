@@ -303,6 +303,36 @@ async fn nothing_but_json_rpc_is_written_to_stdout() {
             seen.push(line);
         }
     }
+    // Unreadable frames are answered, not dropped: rmcp alone would leave the agent waiting.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"create_refund","arguments":{}{}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let mut errors = Vec::new();
+    for raw in [
+        deep.as_str(),
+        "not json",
+        r#"{"jsonrpc":"2.0","id":8,"nethod":"x"}"#,
+    ] {
+        stdin
+            .write_all(format!("{raw}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        let line = tokio::time::timeout(CALL_TIMEOUT, lines.next_line())
+            .await
+            .expect("an unreadable frame is answered in time")
+            .unwrap()
+            .expect("a line");
+        errors.push(serde_json::from_str::<Value>(&line).unwrap());
+        seen.push(line);
+    }
+    assert_eq!(errors[0]["error"]["code"], -32700, "{errors:?}");
+    assert_eq!(errors[0]["id"], Value::Null);
+    assert_eq!(errors[1]["error"]["code"], -32700, "{errors:?}");
+    assert_eq!(errors[2]["error"]["code"], -32600, "{errors:?}");
+    assert_eq!(errors[2]["id"], 8);
     drop(stdin);
     while let Ok(Some(line)) = tokio::time::timeout(CALL_TIMEOUT, lines.next_line())
         .await

@@ -1,0 +1,227 @@
+//! The stdio frame guard between the agent and rmcp. rmcp drops a line it cannot decode
+//! without answering, so a frame that is not JSON, nests deeper than serde_json's recursion
+//! limit, is not a JSON-RPC message, or is longer than [`FRAME_BYTES_MAX`] would leave the
+//! agent waiting forever. The guard answers each such frame with a JSON-RPC error (`-32700`
+//! parse error, `-32600` invalid request) and passes every decodable frame through unchanged.
+//! Both directions go through one writer task, so an error frame never interleaves with
+//! rmcp's output: stdout stays one JSON-RPC message per line.
+
+use rmcp::model::ClientJsonRpcMessage;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+
+/// The longest frame accepted (4 MiB); a longer one is answered `-32600` and skipped.
+pub const FRAME_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Buffer of each in-process pipe between the guard and rmcp.
+const PIPE_BYTES: usize = 64 * 1024;
+/// Error frames waiting for the writer.
+const ERRORS_QUEUED_MAX: usize = 64;
+
+/// JSON-RPC: the frame is not JSON (or nests too deep to read).
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: the frame is JSON but not a request, notification or response we can read.
+pub const INVALID_REQUEST: i64 = -32600;
+
+/// What to do with one frame: pass it to rmcp, answer it with an error, or ignore it.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// A JSON-RPC message rmcp can decode.
+    Pass,
+    /// Not readable: this error frame answers it.
+    Answer(Value),
+    /// A blank line.
+    Skip,
+}
+
+/// Judges one frame (without its newline).
+pub fn judge(frame: &[u8]) -> Verdict {
+    if frame.iter().all(u8::is_ascii_whitespace) {
+        return Verdict::Skip;
+    }
+    if frame.len() > FRAME_BYTES_MAX {
+        return Verdict::Answer(error(
+            Value::Null,
+            INVALID_REQUEST,
+            format!(
+                "frame of {} bytes is over the {FRAME_BYTES_MAX}-byte limit",
+                frame.len()
+            ),
+        ));
+    }
+    let value: Value = match serde_json::from_slice(frame) {
+        Ok(value) => value,
+        Err(e) => {
+            return Verdict::Answer(error(Value::Null, PARSE_ERROR, format!("parse error: {e}")));
+        }
+    };
+    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        Ok(_) => Verdict::Pass,
+        Err(e) => {
+            // Answer with the frame's id when it has a usable one, as JSON-RPC asks.
+            let id = match value.get("id") {
+                Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+                _ => Value::Null,
+            };
+            Verdict::Answer(error(id, INVALID_REQUEST, format!("invalid request: {e}")))
+        }
+    }
+}
+
+fn error(id: Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// Puts the guard between `input`/`output` (the process's stdin/stdout) and rmcp. Returns the
+/// pair rmcp serves on and the writer task, to be awaited after the session ends so the last
+/// frames are flushed.
+pub fn guard<R, W>(
+    input: R,
+    output: W,
+) -> ((DuplexStream, DuplexStream), tokio::task::JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (rmcp_in, mut to_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (errors_tx, errors_rx) = mpsc::channel::<Value>(ERRORS_QUEUED_MAX);
+    tokio::spawn(async move {
+        let mut input = BufReader::new(input);
+        loop {
+            let frame = match read_frame(&mut input).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("cannot read stdin: {e}");
+                    break;
+                }
+            };
+            match judge(&frame) {
+                Verdict::Skip => {}
+                Verdict::Pass => {
+                    let mut line = frame;
+                    line.push(b'\n');
+                    if to_rmcp.write_all(&line).await.is_err() {
+                        break;
+                    }
+                }
+                Verdict::Answer(answer) => {
+                    tracing::warn!(error = %answer["error"]["message"], "unreadable frame answered");
+                    if errors_tx.send(answer).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Dropping `to_rmcp` tells rmcp the agent has gone.
+    });
+    let writer = tokio::spawn(write_out(from_rmcp, errors_rx, output));
+    ((rmcp_in, rmcp_out), writer)
+}
+
+/// One frame up to its newline, bounded: bytes past [`FRAME_BYTES_MAX`] are read and dropped,
+/// and the frame comes back one byte over the limit so [`judge`] refuses it. `None` at EOF.
+async fn read_frame<R: AsyncBufReadExt + Unpin>(input: &mut R) -> std::io::Result<Option<Vec<u8>>> {
+    let mut frame = Vec::new();
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok((!frame.is_empty()).then_some(frame));
+        }
+        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => (&buf[..at], at + 1),
+            None => (buf, buf.len()),
+        };
+        let room = (FRAME_BYTES_MAX + 1).saturating_sub(frame.len());
+        frame.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let ended = done > chunk.len();
+        input.consume(done);
+        if ended {
+            return Ok(Some(frame));
+        }
+    }
+}
+
+async fn write_out<W: AsyncWrite + Unpin>(
+    from_rmcp: DuplexStream,
+    mut errors: mpsc::Receiver<Value>,
+    mut output: W,
+) {
+    let mut lines = BufReader::new(from_rmcp).lines();
+    let mut errors_open = true;
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => line,
+                _ => break,
+            },
+            answer = errors.recv(), if errors_open => match answer {
+                Some(answer) => answer.to_string(),
+                None => { errors_open = false; continue; }
+            },
+        };
+        let mut frame = line.into_bytes();
+        frame.push(b'\n');
+        if output.write_all(&frame).await.is_err() || output.flush().await.is_err() {
+            break;
+        }
+    }
+    // Answers to frames read before rmcp stopped still go out.
+    while let Ok(answer) = errors.try_recv() {
+        let _ = output.write_all(format!("{answer}\n").as_bytes()).await;
+    }
+    let _ = output.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(verdict: Verdict) -> (i64, Value) {
+        match verdict {
+            Verdict::Answer(v) => (v["error"]["code"].as_i64().unwrap(), v["id"].clone()),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn readable_frames_pass_and_unreadable_ones_are_answered() {
+        assert_eq!(
+            judge(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Verdict::Pass
+        );
+        assert_eq!(judge(b"  \r"), Verdict::Skip);
+        assert_eq!(code(judge(b"not json")), (PARSE_ERROR, Value::Null));
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"x","arguments":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(code(judge(deep.as_bytes())), (PARSE_ERROR, Value::Null));
+        assert_eq!(code(judge(b"123")).0, INVALID_REQUEST);
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":"a","nethod":"x"}"#)),
+            (INVALID_REQUEST, json!("a"))
+        );
+        let long = vec![b' '; FRAME_BYTES_MAX + 1];
+        let mut long = long;
+        long[0] = b'{';
+        assert_eq!(code(judge(&long)).0, INVALID_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn an_overlong_frame_is_bounded_and_the_next_one_still_read() {
+        let mut input = Vec::new();
+        input.extend(std::iter::repeat_n(b'x', FRAME_BYTES_MAX + 10_000));
+        input.extend_from_slice(b"\n{\"a\":1}\n");
+        let mut reader = BufReader::new(&input[..]);
+        let first = read_frame(&mut reader).await.unwrap().unwrap();
+        assert_eq!(first.len(), FRAME_BYTES_MAX + 1);
+        assert_eq!(
+            read_frame(&mut reader).await.unwrap().unwrap(),
+            b"{\"a\":1}"
+        );
+        assert_eq!(read_frame(&mut reader).await.unwrap(), None);
+    }
+}
