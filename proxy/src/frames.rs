@@ -49,13 +49,16 @@ pub fn judge(frame: &[u8]) -> Verdict {
             ),
         ));
     }
+    // Decoded from the bytes, as rmcp decodes them: a frame that only reads as a `Value`
+    // (a duplicated key, where `Value` keeps the last) would still be dropped by rmcp.
+    let message = serde_json::from_slice::<ClientJsonRpcMessage>(frame);
     let value: Value = match serde_json::from_slice(frame) {
         Ok(value) => value,
         Err(e) => {
             return Verdict::Answer(error(Value::Null, PARSE_ERROR, format!("parse error: {e}")));
         }
     };
-    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    match message {
         Ok(_) => Verdict::Pass,
         Err(e) => {
             // Answer with the frame's id when it has a usable one, as JSON-RPC asks.
@@ -200,6 +203,9 @@ mod tests {
         );
         assert_eq!(code(judge(deep.as_bytes())), (PARSE_ERROR, Value::Null));
         assert_eq!(code(judge(b"123")).0, INVALID_REQUEST);
+        // Found by the jsonrpc_frame fuzzer: a duplicated key reads as a Value, not as a message.
+        let twice = br#"{"jsonrpc":"2.0","method":"a","id":1,"method":"ping"}"#;
+        assert_eq!(code(judge(twice)), (INVALID_REQUEST, json!(1)));
         assert_eq!(
             code(judge(br#"{"jsonrpc":"2.0","id":"a","nethod":"x"}"#)),
             (INVALID_REQUEST, json!("a"))
