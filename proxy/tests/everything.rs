@@ -105,16 +105,7 @@ async fn proxy(dir: &Path, mandate: &Path) -> Proxy {
         .args(["--agent", AGENT, "--"])
         .args(everything())
         .env("RUST_LOG", "interlock=info,warn");
-    let (transport, _) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the proxy");
-    let pid = transport.id().expect("child pid");
-    let client = tokio::time::timeout(CALL_TIMEOUT, ().serve(transport))
-        .await
-        .expect("initialize in time")
-        .expect("initialize");
-    Proxy { client, pid }
+    connect(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -229,16 +229,7 @@ impl Scene {
 
     /// Starts the proxy and completes the MCP handshake.
     pub async fn proxy(&self, faults: &str, proxy_flags: &[&str]) -> Proxy {
-        let (transport, _stderr) = TokioChildProcess::builder(self.command(faults, proxy_flags))
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the proxy");
-        let pid = transport.id().expect("child pid");
-        let client = tokio::time::timeout(CALL_TIMEOUT, ().serve(transport))
-            .await
-            .expect("initialize in time")
-            .expect("initialize");
-        Proxy { client, pid }
+        connect(self.command(faults, proxy_flags)).await
     }
 
     /// `interlock-rail-mock inspect`, parsed.
@@ -272,6 +263,20 @@ impl Scene {
             .filter(|r| r["notes"]["interlock_sik"].is_string())
             .collect()
     }
+}
+
+/// Starts `cmd` (an `interlock serve …` command line) and completes the MCP handshake.
+pub async fn connect(cmd: tokio::process::Command) -> Proxy {
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the proxy");
+    let pid = transport.id().expect("child pid");
+    let client = tokio::time::timeout(CALL_TIMEOUT, ().serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+    Proxy { client, pid }
 }
 
 /// The parameters of one call.
