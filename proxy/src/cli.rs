@@ -17,13 +17,20 @@ use serde_json::{Value, json};
 use crate::server::{Proxy, ProxyServer};
 use crate::upstream::{McpRail, Upstream, tool_sha256};
 
+/// `--version`; a build with kill points says so, so the chaos matrix can refuse one without.
+const VERSION: &str = if cfg!(feature = "failpoints") {
+    concat!(env!("CARGO_PKG_VERSION"), "+failpoints")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// Exit code for a refusal or a failed check.
 const EXIT_FAILED: u8 = 1;
 
 #[derive(Parser)]
 #[command(
     name = "interlock",
-    version,
+    version = VERSION,
     about = "An MCP proxy that stops AI agents from paying twice or paying more than a human authorised.",
     after_help = "Exit codes: 0 ok; 1 refused or a failed check; 2 usage.\nLogs go to stderr (RUST_LOG=error|warn|info|debug|trace); stdout carries only JSON-RPC in serve mode."
 )]

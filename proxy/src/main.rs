@@ -7,5 +7,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Reads `FAILPOINTS`; kept alive for the whole run so an armed point stays armed.
+    #[cfg(feature = "failpoints")]
+    let _kill_points = fail::FailScenario::setup();
     interlock::cli::run()
 }

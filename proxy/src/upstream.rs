@@ -13,10 +13,18 @@ use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
 use interlock_spec::money::{Currency, Minor};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{NotificationContext, Peer, RoleClient, RoleServer, RunningService};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool,
+};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService,
+};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Map, Value, json};
+
+/// The kill point inside a money call (with the `failpoints` feature): the request is out, the
+/// answer is not back. The engine's own points are `interlock_engine::KILL_POINTS`.
+pub const MID_CALL_KILL_POINT: &str = "mid_call";
 
 /// Items per reconcile page (Razorpay allows up to 100).
 pub const PAGE_COUNT: u32 = 10;
@@ -234,6 +242,41 @@ impl Upstream {
         }
     }
 
+    /// A money call: like [`Upstream::call`], but the request is handed to the transport
+    /// before the answer is awaited, so that the chaos kill point `mid_call` can fire with the
+    /// request out and its answer not back (the rail may or may not have it). The request is
+    /// not cancelled when the deadline passes: a rail does not un-send a refund because its
+    /// caller stopped waiting, and telling it to would only suggest otherwise.
+    pub async fn call_money(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Result<CallToolResult, CallError> {
+        let client = self.client().await?;
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let exchange = async {
+            let handle = client
+                .send_cancellable_request(request, PeerRequestOptions::no_options())
+                .await?;
+            // `return(kill)` SIGKILLs the process here; a plain `return` loses the answer as a
+            // dying transport would.
+            fail::fail_point!(MID_CALL_KILL_POINT, |arg: Option<String>| {
+                let _ = interlock_engine::executor::killed_at::<()>("mid_call", arg.as_deref());
+                Err(rmcp::service::ServiceError::TransportClosed)
+            });
+            handle.await_response().await
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Err(_) => Err(CallError::Timeout),
+            Ok(Err(e)) => Err(CallError::Service(e.to_string())),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(CallError::Service(
+                "the upstream answered a tool call with something else".to_owned(),
+            )),
+        }
+    }
+
     /// The live definition of `tool` as G6 sees it, or `None` if the upstream does not list it.
     pub fn live_tool(&self, tools: &[Tool], name: &str) -> Option<LiveTool> {
         tools.iter().find(|t| t.name == name).map(|t| LiveTool {
@@ -403,7 +446,7 @@ impl Rail for McpRail {
         let deadline = Duration::from_millis(timeout_ms);
         let call_once = self
             .upstream
-            .call(call.tool.as_str(), Some(obj(Value::Object(args))));
+            .call_money(call.tool.as_str(), obj(Value::Object(args)));
         let result = match self
             .handle
             .block_on(tokio::time::timeout(deadline, call_once))
