@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use interlock_chaos::matrix::{self, JOBS_MAX, Plan, TRIALS_MAX};
-use interlock_chaos::plan::{self, Fault, Point};
+use interlock_chaos::plan::{self, Action, Fault, Point};
 use interlock_chaos::trial;
 use interlock_chaos::world::Bins;
 
@@ -37,6 +37,9 @@ struct MatrixArgs {
     /// Fault profiles, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
     faults: Vec<Fault>,
+    /// Money calls, comma-separated: refund, settlement (default: both).
+    #[arg(long, value_delimiter = ',', value_parser = Action::parse)]
+    actions: Vec<Action>,
     /// Leave out the cells where two proxies race the same refund.
     #[arg(long)]
     no_races: bool,
@@ -106,8 +109,13 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
     } else {
         args.faults.clone()
     };
+    let actions = if args.actions.is_empty() {
+        Action::ALL.to_vec()
+    } else {
+        args.actions.clone()
+    };
     let plan = Plan {
-        cells: plan::cells(&points, &faults, !args.no_races),
+        cells: plan::cells(&actions, &points, &faults, !args.no_races),
         trials: args.trials,
         seed: args.seed,
         jobs: usize::try_from(args.jobs).expect("bounded by JOBS_MAX"),

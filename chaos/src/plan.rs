@@ -197,6 +197,44 @@ impl fmt::Display for Fault {
     }
 }
 
+/// The money call a trial makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// `create_refund` on a payment. The rail refuses a second refund with the same receipt
+    /// (`ilk_<sik>`), a backstop of its own behind Interlock's.
+    Refund,
+    /// `create_instant_settlement` from the balance. It takes no receipt: nothing on the rail
+    /// stops a second settlement, so exactly-once rests on Interlock alone.
+    Settlement,
+}
+
+impl Action {
+    /// Both.
+    pub const ALL: [Action; 2] = [Action::Refund, Action::Settlement];
+
+    /// The name in the matrix.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Action::Refund => "refund",
+            Action::Settlement => "settlement",
+        }
+    }
+
+    /// The action named `name`.
+    pub fn parse(name: &str) -> Result<Action, String> {
+        Action::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| format!("unknown action {name:?} (known: refund, settlement)"))
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How many proxies a trial runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Shape {
@@ -214,16 +252,18 @@ pub struct Cell {
     pub point: Point,
     /// The rail's fault profile.
     pub fault: Fault,
+    /// The money call.
+    pub action: Action,
     /// One proxy or two.
     pub shape: Shape,
 }
 
 impl Cell {
-    /// The cell's name in tables: `point × fault`, `race: point × fault`.
+    /// The cell's name in tables: `refund: point × fault`, `race settlement: point × fault`.
     pub fn label(&self) -> String {
         match self.shape {
-            Shape::Single => format!("{} × {}", self.point, self.fault),
-            Shape::Race => format!("race: {} × {}", self.point, self.fault),
+            Shape::Single => format!("{}: {} × {}", self.action, self.point, self.fault),
+            Shape::Race => format!("race {}: {} × {}", self.action, self.point, self.fault),
         }
     }
 
@@ -237,24 +277,27 @@ impl Cell {
 /// The race cells' fault profiles: a healthy rail and an applied-but-unanswered call.
 pub const RACE_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
 
-/// The cells of `points` × `faults`, single-process first, then the race cells for the chosen
-/// points under those of [`RACE_FAULTS`] that were chosen.
-pub fn cells(points: &[Point], faults: &[Fault], races: bool) -> Vec<Cell> {
+/// The cells of `actions` × `points` × `faults`, single-process first, then the race cells for
+/// the chosen points under those of [`RACE_FAULTS`] that were chosen.
+pub fn cells(actions: &[Action], points: &[Point], faults: &[Fault], races: bool) -> Vec<Cell> {
     let mut cells = Vec::new();
     for shape in [Shape::Single, Shape::Race] {
         if shape == Shape::Race && !races {
             continue;
         }
-        for &point in points {
-            for &fault in faults {
-                if shape == Shape::Race && !RACE_FAULTS.contains(&fault) {
-                    continue;
+        for &action in actions {
+            for &point in points {
+                for &fault in faults {
+                    if shape == Shape::Race && !RACE_FAULTS.contains(&fault) {
+                        continue;
+                    }
+                    cells.push(Cell {
+                        point,
+                        fault,
+                        action,
+                        shape,
+                    });
                 }
-                cells.push(Cell {
-                    point,
-                    fault,
-                    shape,
-                });
             }
         }
     }
@@ -292,6 +335,10 @@ mod tests {
         for fault in Fault::ALL {
             assert_eq!(Fault::parse(fault.name()), Ok(fault));
         }
+        for action in Action::ALL {
+            assert_eq!(Action::parse(action.name()), Ok(action));
+        }
+        assert!(Action::parse("payout").is_err());
         assert!(
             Point::parse("before_wall")
                 .unwrap_err()
@@ -322,15 +369,17 @@ mod tests {
 
     #[test]
     fn race_cells_only_under_their_profiles() {
-        let all = cells(&Point::ALL, &Fault::ALL, true);
+        let all = cells(&Action::ALL, &Point::ALL, &Fault::ALL, true);
         let singles = all.iter().filter(|c| c.shape == Shape::Single).count();
         let races = all.iter().filter(|c| c.shape == Shape::Race).count();
-        assert_eq!(singles, Point::ALL.len() * Fault::ALL.len());
-        assert_eq!(races, Point::ALL.len() * RACE_FAULTS.len());
+        assert_eq!(singles, 2 * Point::ALL.len() * Fault::ALL.len());
+        assert_eq!(races, 2 * Point::ALL.len() * RACE_FAULTS.len());
         assert!(
-            cells(&Point::ALL, &[Fault::Partition], true)
+            cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true)
                 .iter()
                 .all(|c| c.shape == Shape::Single)
         );
+        let labels: std::collections::BTreeSet<String> = all.iter().map(Cell::label).collect();
+        assert_eq!(labels.len(), all.len(), "labels name cells apart");
     }
 }

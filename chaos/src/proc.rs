@@ -11,8 +11,8 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
-use crate::plan::Fault;
-use crate::world::{AGENT, Bins};
+use crate::plan::{Action, Fault};
+use crate::world::{AGENT, Bins, PAYMENT, SETTLEMENT_DESCRIPTION};
 
 /// The proxy's bound on one rail call. A hung call becomes ambiguous after this.
 pub const CALL_TIMEOUT_MS: u64 = 1_000;
@@ -189,16 +189,25 @@ async fn reap(child: &mut tokio::process::Child) -> Option<Ended> {
 }
 
 impl Proxy {
-    /// The agent asks for a refund of `amount` on `payment`.
-    pub async fn refund(&self, payment: &str, amount: u64) -> Reply {
+    /// The agent asks for `action` of `amount`: a refund on [`PAYMENT`], or a settlement.
+    pub async fn propose(&self, action: Action, amount: u64) -> Reply {
         let Some(client) = &self.client else {
             return Reply::Nothing("not connected".to_owned());
         };
-        let args = json!({"payment_id": payment, "amount": amount});
+        let (tool, args) = match action {
+            Action::Refund => (
+                "create_refund",
+                json!({"payment_id": PAYMENT, "amount": amount}),
+            ),
+            Action::Settlement => (
+                "create_instant_settlement",
+                json!({"amount": amount, "description": SETTLEMENT_DESCRIPTION}),
+            ),
+        };
         let Value::Object(args) = args else {
             unreachable!("a JSON object literal");
         };
-        let params = CallToolRequestParams::new("create_refund").with_arguments(args);
+        let params = CallToolRequestParams::new(tool).with_arguments(args);
         match tokio::time::timeout(AGENT_CALL_WAIT_MAX, client.call_tool(params)).await {
             Ok(Ok(result)) => reply_of(&result),
             Ok(Err(e)) => Reply::Nothing(e.to_string()),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use interlock_machine::State;
 use rusqlite::OpenFlags;
 
+use crate::plan::Action;
 use crate::plan::{Cell, Shape};
 use crate::proc::{self, Ended, Files, Proxy, Reply, Start};
 use crate::rng::Rng;
@@ -20,9 +21,9 @@ pub const AGENT_RETRIES_MAX: u32 = 4;
 pub const SETTLE_WAIT_MAX: Duration = Duration::from_secs(300);
 /// How often the ledger is looked at while waiting.
 pub const SETTLE_POLL: Duration = Duration::from_millis(100);
-/// The smallest refund a trial asks for (the mandate's minimum).
-pub const AMOUNT_MIN: u64 = 100;
-/// The largest (well under the mandate's per-refund ceiling and the payment).
+/// The smallest amount a trial asks for: the least a settlement may be (a refund may be 100).
+pub const AMOUNT_MIN: u64 = 200;
+/// The largest (well under the mandate's ceilings, the payment and the balance).
 pub const AMOUNT_MAX: u64 = 50_000;
 /// The most a race cell delays its second proxy's call, in milliseconds.
 pub const RACE_DELAY_MS_MAX: u64 = 5;
@@ -177,7 +178,7 @@ impl Trial<'_> {
             "{name} served; after recovery {}",
             self.report.after_recovery
         ));
-        let reply = last.refund(PAYMENT, self.amount).await;
+        let reply = last.propose(self.cell.action, self.amount).await;
         self.note(format!("retry on {name}: {}", reply.summary()));
         self.settle(&last).await?;
         self.report.after_retry = self.snapshot()?;
@@ -215,13 +216,13 @@ impl Trial<'_> {
         rival: Option<&Proxy>,
         race_delay: Duration,
     ) -> Ended {
-        let amount = self.amount;
+        let (action, amount) = (self.cell.action, self.amount);
         let reply = match rival {
-            None => proxy.refund(PAYMENT, amount).await,
+            None => proxy.propose(action, amount).await,
             Some(rival) => {
-                let (ours, theirs) = tokio::join!(proxy.refund(PAYMENT, amount), async {
+                let (ours, theirs) = tokio::join!(proxy.propose(action, amount), async {
                     tokio::time::sleep(race_delay).await;
-                    rival.refund(PAYMENT, amount).await
+                    rival.propose(action, amount).await
                 });
                 self.note(format!("b1 answered {}", theirs.summary()));
                 ours
@@ -243,7 +244,7 @@ impl Trial<'_> {
             match state {
                 Some(State::Quarantined) => self.resolve()?,
                 Some(State::ConfirmedNotApplied | State::Authorized) => {
-                    let reply = proxy.refund(PAYMENT, self.amount).await;
+                    let reply = proxy.propose(self.cell.action, self.amount).await;
                     self.note(format!("agent retried: {}", reply.summary()));
                 }
                 _ => return Ok(()),
@@ -283,7 +284,7 @@ impl Trial<'_> {
     fn resolve(&mut self) -> Result<(), String> {
         let sik = ledger_sik(&self.files.ledger)?.ok_or("quarantined, but no intent")?;
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let found = verdict::created_refunds(&journal)?
+        let found = verdict::created_entities(&journal)?
             .into_iter()
             .find(|r| r.stamp.as_deref() == Some(sik.as_str()));
         let mut args: Vec<std::ffi::OsString> = vec![
@@ -312,10 +313,10 @@ impl Trial<'_> {
         Ok(())
     }
 
-    /// `entities·STATE`: refunds the rail created, and the intent's state.
+    /// `entities·STATE`: refunds or settlements the rail created, and the intent's state.
     fn snapshot(&self) -> Result<String, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let entities = verdict::created_refunds(&journal)?.len();
+        let entities = verdict::created_entities(&journal)?.len();
         let state = ledger_state(&self.files.ledger)?;
         Ok(format!(
             "{entities}·{}",
@@ -325,7 +326,7 @@ impl Trial<'_> {
 
     fn evidence(&self) -> Result<Evidence, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let refunds = verdict::created_refunds(&journal)?;
+        let entities = verdict::created_entities(&journal)?;
         let ledger = interlock_engine::Ledger::open(&self.files.ledger)
             .map_err(|e| format!("cannot open the ledger: {e}"))?;
         let cores = ledger
@@ -339,8 +340,11 @@ impl Trial<'_> {
             cores,
             history: interlock_machine::invariants::check_history(&history),
             chain,
-            refunds,
-            payment: PAYMENT.to_owned(),
+            entities,
+            subject: match self.cell.action {
+                Action::Refund => PAYMENT.to_owned(),
+                Action::Settlement => verdict::BALANCE_SUBJECT.to_owned(),
+            },
             amount: self.amount,
         })
     }

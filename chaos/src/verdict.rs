@@ -11,7 +11,7 @@ use serde_json::Value;
 /// What went wrong in a trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
-    /// More than one entity for the one refund asked for.
+    /// More than one entity for the one action asked for.
     DoubleApplied,
     /// An intent left `IN_FLIGHT`, `UNKNOWN`, `RECONCILING` or `FAILED_TERMINAL` (a rail refusal
     /// not yet verified) once the rail is healthy and recovery ran.
@@ -26,7 +26,7 @@ pub enum Kind {
     WrongEntity,
     /// After the agent's retries nothing moved and nothing says why.
     Stuck,
-    /// The refund, within every limit, ended refused.
+    /// The action, within every limit, ended refused.
     Refused,
     /// An entity without our stamp: money moved that no intent can account for.
     Unstamped,
@@ -75,41 +75,52 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// A refund the rail created during the trial (seeded ones are not counted).
+/// The subject a settlement is about, as the engine names it.
+pub const BALANCE_SUBJECT: &str = interlock_engine::rail::BALANCE_SUBJECT;
+
+/// An entity the rail created during the trial (seeded ones are not counted): a refund or a
+/// settlement.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refund {
+pub struct Entity {
     /// The rail's id.
     pub id: String,
-    /// The payment refunded.
-    pub payment_id: String,
-    /// The amount, in paise.
+    /// What it is about: the payment refunded, or [`BALANCE_SUBJECT`].
+    pub subject: String,
+    /// The amount asked for, in paise (`amount`, or a settlement's `amount_requested`).
     pub amount: u64,
     /// `notes.interlock_sik`, if present.
     pub stamp: Option<String>,
-    /// `receipt`.
-    pub receipt: Option<String>,
 }
 
-/// The refunds the rail created (ids the mock mints: `rfnd_MOCK…`), from `inspect`'s JSON.
-pub fn created_refunds(journal: &Value) -> Result<Vec<Refund>, String> {
-    let refunds = journal["refunds"]
-        .as_array()
-        .ok_or("the journal has no refunds array")?;
+/// The refunds and settlements the rail created (ids the mock mints: `rfnd_MOCK…`,
+/// `setlod_MOCK…`), from `inspect`'s JSON.
+pub fn created_entities(journal: &Value) -> Result<Vec<Entity>, String> {
     let mut created = Vec::new();
-    for refund in refunds {
-        let id = refund["id"].as_str().ok_or("a refund without an id")?;
-        if !id.starts_with("rfnd_MOCK") {
-            continue;
+    for (list, prefix, amount_field) in [
+        ("refunds", "rfnd_MOCK", "amount"),
+        ("settlements", "setlod_MOCK", "amount_requested"),
+    ] {
+        let items = journal[list]
+            .as_array()
+            .ok_or_else(|| format!("the journal has no {list} array"))?;
+        for item in items {
+            let id = item["id"].as_str().ok_or("an entity without an id")?;
+            if !id.starts_with(prefix) {
+                continue;
+            }
+            let subject = match item["payment_id"].as_str() {
+                Some(payment) => payment.to_owned(),
+                None => BALANCE_SUBJECT.to_owned(),
+            };
+            created.push(Entity {
+                id: id.to_owned(),
+                subject,
+                amount: item[amount_field]
+                    .as_u64()
+                    .ok_or_else(|| format!("{id}: {amount_field} is not an integer"))?,
+                stamp: item["notes"]["interlock_sik"].as_str().map(str::to_owned),
+            });
         }
-        created.push(Refund {
-            id: id.to_owned(),
-            payment_id: refund["payment_id"].as_str().unwrap_or_default().to_owned(),
-            amount: refund["amount"]
-                .as_u64()
-                .ok_or_else(|| format!("{id}: amount is not an integer"))?,
-            stamp: refund["notes"]["interlock_sik"].as_str().map(str::to_owned),
-            receipt: refund["receipt"].as_str().map(str::to_owned),
-        });
     }
     Ok(created)
 }
@@ -123,10 +134,10 @@ pub struct Evidence {
     pub history: Result<(), invariants::Violation>,
     /// The audit chain's verification.
     pub chain: Result<(), String>,
-    /// The refunds the rail created.
-    pub refunds: Vec<Refund>,
-    /// The payment the agent asked to refund.
-    pub payment: String,
+    /// The entities the rail created.
+    pub entities: Vec<Entity>,
+    /// What the agent's action was about: the payment, or [`BALANCE_SUBJECT`].
+    pub subject: String,
     /// The amount it asked for.
     pub amount: u64,
 }
@@ -142,16 +153,16 @@ pub fn judge(evidence: &Evidence, kill_missed: &[String]) -> Vec<Violation> {
             format!("{point} was armed and did not fire"),
         );
     }
-    for refund in &evidence.refunds {
-        if refund.stamp.is_none() {
+    for entity in &evidence.entities {
+        if entity.stamp.is_none() {
             flag(
                 Kind::Unstamped,
-                format!("{} carries no interlock_sik", refund.id),
+                format!("{} carries no interlock_sik", entity.id),
             );
         }
     }
     let entities: Vec<RailEntity> = evidence
-        .refunds
+        .entities
         .iter()
         .map(|r| RailEntity {
             id: r.id.clone(),
@@ -160,11 +171,11 @@ pub fn judge(evidence: &Evidence, kill_missed: &[String]) -> Vec<Violation> {
         .collect();
     if let Err(v) = invariants::never_two(&entities) {
         flag(Kind::DoubleApplied, v.detail);
-    } else if evidence.refunds.len() > 1 {
-        let ids: Vec<&str> = evidence.refunds.iter().map(|r| r.id.as_str()).collect();
+    } else if evidence.entities.len() > 1 {
+        let ids: Vec<&str> = evidence.entities.iter().map(|r| r.id.as_str()).collect();
         flag(
             Kind::DoubleApplied,
-            format!("one refund asked for, {} on the rail: {ids:?}", ids.len()),
+            format!("one action asked for, {} on the rail: {ids:?}", ids.len()),
         );
     }
     for core in &evidence.cores {
@@ -184,27 +195,27 @@ pub fn judge(evidence: &Evidence, kill_missed: &[String]) -> Vec<Violation> {
     if let Err(v) = invariants::no_silent_loss(&evidence.cores, &entities) {
         flag(Kind::SilentLoss, v.detail);
     }
-    for refund in &evidence.refunds {
-        if let Some(stamp) = &refund.stamp
+    for entity in &evidence.entities {
+        if let Some(stamp) = &entity.stamp
             && !evidence.cores.iter().any(|c| c.sik.as_str() == stamp)
         {
             flag(
                 Kind::SilentLoss,
-                format!("{} carries {stamp}, which no intent has", refund.id),
+                format!("{} carries {stamp}, which no intent has", entity.id),
             );
         }
     }
-    if evidence.refunds.is_empty() {
+    if evidence.entities.is_empty() {
         match evidence.cores.first().map(|c| c.state) {
             Some(State::Blocked) => flag(
                 Kind::Refused,
-                "the refund ended BLOCKED though it was within every limit".to_owned(),
+                "the action ended BLOCKED though it was within every limit".to_owned(),
             ),
             Some(State::Applied) | Some(State::Held) | Some(State::Quarantined) => {}
             state => flag(
                 Kind::Stuck,
                 format!(
-                    "no refund on the rail and the ledger says {}",
+                    "nothing on the rail and the ledger says {}",
                     state.map_or("nothing".to_owned(), |s| s.to_string())
                 ),
             ),
@@ -221,7 +232,7 @@ pub fn judge(evidence: &Evidence, kill_missed: &[String]) -> Vec<Violation> {
 
 fn judge_applied(core: &IntentCore, evidence: &Evidence, flag: &mut impl FnMut(Kind, String)) {
     let named = core.entity_id.as_deref().unwrap_or_default();
-    let Some(entity) = evidence.refunds.iter().find(|r| r.id == named) else {
+    let Some(entity) = evidence.entities.iter().find(|r| r.id == named) else {
         flag(
             Kind::PhantomSuccess,
             format!(
@@ -232,7 +243,7 @@ fn judge_applied(core: &IntentCore, evidence: &Evidence, flag: &mut impl FnMut(K
         return;
     };
     let ours = entity.stamp.as_deref() == Some(core.sik.as_str())
-        && entity.payment_id == evidence.payment
+        && entity.subject == evidence.subject
         && entity.amount == evidence.amount;
     if !ours {
         flag(
@@ -241,10 +252,10 @@ fn judge_applied(core: &IntentCore, evidence: &Evidence, flag: &mut impl FnMut(K
                 "{} is APPLIED as {named}, which is {} of {} stamped {:?}; asked {} of {}",
                 core.sik,
                 entity.amount,
-                entity.payment_id,
+                entity.subject,
                 entity.stamp,
                 evidence.amount,
-                evidence.payment
+                evidence.subject
             ),
         );
     }
@@ -264,23 +275,22 @@ mod tests {
         core
     }
 
-    fn refund(id: &str, stamp: Option<&str>, amount: u64) -> Refund {
-        Refund {
+    fn refund(id: &str, stamp: Option<&str>, amount: u64) -> Entity {
+        Entity {
             id: id.to_owned(),
-            payment_id: "pay_X".to_owned(),
+            subject: "pay_X".to_owned(),
             amount,
             stamp: stamp.map(str::to_owned),
-            receipt: None,
         }
     }
 
-    fn evidence(cores: Vec<IntentCore>, refunds: Vec<Refund>) -> Evidence {
+    fn evidence(cores: Vec<IntentCore>, entities: Vec<Entity>) -> Evidence {
         Evidence {
             cores,
             history: Ok(()),
             chain: Ok(()),
-            refunds,
-            payment: "pay_X".to_owned(),
+            entities,
+            subject: "pay_X".to_owned(),
             amount: 500,
         }
     }
@@ -350,15 +360,23 @@ mod tests {
     }
 
     #[test]
-    fn only_refunds_the_rail_minted_are_counted() {
-        let journal = serde_json::json!({"refunds": [
-            {"id": "rfnd_SEED000001", "payment_id": "pay_X", "amount": 100, "notes": {}},
-            {"id": "rfnd_MOCK0000000001", "payment_id": "pay_X", "amount": 500,
-             "notes": {"interlock_sik": SIK}, "receipt": format!("ilk_{SIK}")},
-        ]});
-        let created = created_refunds(&journal).unwrap();
-        assert_eq!(created.len(), 1);
+    fn only_entities_the_rail_minted_are_counted() {
+        let journal = serde_json::json!({
+            "refunds": [
+                {"id": "rfnd_SEED000001", "payment_id": "pay_X", "amount": 100, "notes": {}},
+                {"id": "rfnd_MOCK0000000001", "payment_id": "pay_X", "amount": 500,
+                 "notes": {"interlock_sik": SIK}, "receipt": format!("ilk_{SIK}")},
+            ],
+            "settlements": [
+                {"id": "setlod_MOCK0000000001", "amount_requested": 700, "fees": 2,
+                 "notes": {"interlock_sik": SIK}},
+            ],
+        });
+        let created = created_entities(&journal).unwrap();
+        assert_eq!(created.len(), 2);
         assert_eq!(created[0].stamp.as_deref(), Some(SIK));
-        assert!(created_refunds(&serde_json::json!({})).is_err());
+        assert_eq!(created[1].subject, BALANCE_SUBJECT);
+        assert_eq!(created[1].amount, 700);
+        assert!(created_entities(&serde_json::json!({})).is_err());
     }
 }

@@ -6,8 +6,12 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-/// The payment every trial refunds.
+/// The payment every refund trial refunds.
 pub const PAYMENT: &str = "pay_CHAOS01";
+/// The merchant's settleable balance, far above anything a settlement trial settles.
+pub const BALANCE: u64 = 1_000_000;
+/// The description every settlement carries (the mandate keys settlements on it).
+pub const SETTLEMENT_DESCRIPTION: &str = "chaos trial";
 /// Its amount, far above anything a trial refunds.
 pub const PAYMENT_AMOUNT: u64 = 10_000_000;
 /// Seeded refunds on it, so that a list has pages to walk (`deep_pages` shows one per page).
@@ -127,14 +131,17 @@ pub fn seed() -> Value {
         .collect();
     json!({
         "currency": "INR",
-        "balance": 1_000_000,
+        "balance": BALANCE,
         "payments": [{"id": PAYMENT, "amount": PAYMENT_AMOUNT, "notes": {}}],
         "orders": [],
         "refunds": refunds,
     })
 }
 
-/// A mandate granting `fetch_payment` and `create_refund` (up to 500000 a refund), pinned.
+/// A mandate granting `fetch_payment`, `create_refund` and `create_instant_settlement` (up to
+/// 500000 each), pinned; a settlement is keyed on its description, with no time window (each
+/// trial has a ledger of its own, and a window boundary mid-trial would make the retry a new
+/// settlement).
 pub fn mandate(pins: &Value) -> Result<String, String> {
     let pin = |tool: &str| {
         pins["tools"][tool]
@@ -170,6 +177,12 @@ scope:
         max_amount_minor: 500000
         min_amount_minor: 100
         currencies: [INR]
+    create_instant_settlement:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 500000
+        min_amount_minor: 200
+        currencies: [INR]
 limits:
   windows:
     - window_ms: 86400000
@@ -184,6 +197,9 @@ idempotency:
   create_refund:
     key_fields: [payment_id]
     window_ms: null
+  create_instant_settlement:
+    key_fields: [description]
+    window_ms: null
 provenance:
   server_id: "{server_id}"
   manifest_sha256: "{manifest}"
@@ -194,10 +210,14 @@ provenance:
     create_refund:
       sha256: "{p2}"
       trust_tier: "pinned"
+    create_instant_settlement:
+      sha256: "{p3}"
+      trust_tier: "pinned"
 "#,
         server_id = text("server_id")?,
         manifest = text("manifest_sha256")?,
         p1 = pin("fetch_payment")?,
         p2 = pin("create_refund")?,
+        p3 = pin("create_instant_settlement")?,
     ))
 }

@@ -1,12 +1,14 @@
-//! The chaos matrix's slice in the test suite: one trial of every kill point under three rail
-//! profiles, and two race cells, through the real binaries, judged as the full matrix judges
-//! (`cargo run -p interlock-chaos --release -- matrix` runs every cell 20 times).
+//! The chaos matrix's slice in the test suite: one refund trial of every kill point under three
+//! rail profiles, one settlement trial of every kill point under an applied-but-unanswered call
+//! (a settlement has no receipt: nothing on the rail stops a second one), and two race cells,
+//! through the real binaries, judged as the full matrix judges (`cargo run -p interlock-chaos
+//! --release -- matrix` runs every cell 20 times).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use interlock_chaos::matrix::{self, Plan};
-use interlock_chaos::plan::{self, Cell, Fault, Point, Shape};
+use interlock_chaos::plan::{self, Action, Cell, Fault, Point, Shape};
 use interlock_chaos::trial;
 use interlock_chaos::world::Bins;
 
@@ -30,11 +32,21 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-slice");
     let _ = std::fs::remove_dir_all(&work);
     let setup = Arc::new(trial::setup(bins, work, false).expect("setup"));
-    let mut cells = plan::cells(&Point::ALL, &PROFILES, false);
-    for point in [Point::AfterWalBeforeCall, Point::MidCall] {
+    let mut cells = plan::cells(&[Action::Refund], &Point::ALL, &PROFILES, false);
+    cells.extend(plan::cells(
+        &[Action::Settlement],
+        &Point::ALL,
+        &[Fault::TimeoutAfterApply],
+        false,
+    ));
+    for (point, action) in [
+        (Point::AfterWalBeforeCall, Action::Refund),
+        (Point::MidCall, Action::Settlement),
+    ] {
         cells.push(Cell {
             point,
             fault: Fault::None,
+            action,
             shape: Shape::Race,
         });
     }
@@ -48,7 +60,10 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     let outcome = runtime.block_on(matrix::run(setup, &plan));
     eprintln!("{}", matrix::table(&outcome));
     eprintln!("total: {}", matrix::totals(&outcome));
-    assert_eq!(outcome.trials(), Point::ALL.len() * PROFILES.len() + 2);
+    assert_eq!(
+        outcome.trials(),
+        Point::ALL.len() * (PROFILES.len() + 1) + 2
+    );
     for cell in &outcome.cells {
         for report in &cell.reports {
             assert!(
