@@ -28,7 +28,10 @@ async fn reconciled_after_a_lost_answer(faults: &str) {
             ["IN_PROGRESS", "UNKNOWN"].contains(&info["outcome"].as_str().unwrap_or("")),
             "{faults}: {info}"
         );
-        assert!(Instant::now() < deadline, "{faults}: not reconciled in time: {info}");
+        assert!(
+            Instant::now() < deadline,
+            "{faults}: not reconciled in time: {info}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     proxy.close().await;
