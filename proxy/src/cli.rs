@@ -89,6 +89,10 @@ struct DemoArgs {
     /// Keep the temporary directory (mandate, ledger, rail journal) after a successful run.
     #[arg(long)]
     keep: bool,
+    /// One JSON document on stdout at the end (each step's decision, the ledger, the rail
+    /// journal); the story goes to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -282,7 +286,7 @@ pub fn run() -> ExitCode {
         Command::Reject(args) => reject(args),
         Command::Resolve(args) => resolve(args),
         Command::Reconcile(args) => reconcile(args),
-        Command::Demo(args) => crate::demo::run(args.keep),
+        Command::Demo(args) => crate::demo::run(args.keep, args.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

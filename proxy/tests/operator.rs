@@ -384,6 +384,7 @@ fn every_command_has_help_and_the_exit_codes_are_stated() {
         "reject",
         "resolve",
         "reconcile",
+        "demo",
     ] {
         let (_, stdout, _) = interlock(&[OsStr::new(command), OsStr::new("--help")]);
         assert!(stdout.contains("--json"), "{command} --help lacks --json");
