@@ -22,6 +22,9 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
 - restart: the proxy SIGKILLed while its refund hangs on the rail (applied, unanswered);
   restarted on the same ledger, boot recovery settles it; the retry is an IDEMPOTENT_REPLAY of
   the one entity; `interlock audit verify` passes.
+- rugpull: an upstream no one here wrote (`rugpull_server.py`, the Python SDK's server) rewrites
+  a pinned tool's description while served and sends `notifications/tools/list_changed`: the
+  agent gets the notification, the tool drops out of the listing and a call is TOOL_DRIFTED.
 - rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
   (PROVENANCE_MISSING),
   expiring (MANDATE_EXPIRED once the mandate lapses while serving).
@@ -239,13 +242,15 @@ async def settle(session, amount, description):
 class Session:
     """`interlock serve ARGS` with a Python client session on it."""
 
-    def __init__(self, rig, args, command=None):
+    def __init__(self, rig, args, command=None, message_handler=None):
         self.params = StdioServerParameters(command=command or rig.interlock, args=args, env=env())
+        self.message_handler = message_handler
 
     async def __aenter__(self):
         self._stdio = stdio_client(self.params)
         read, write = await self._stdio.__aenter__()
-        self._session = ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT)
+        self._session = ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT,
+                                      message_handler=self.message_handler)
         session = await self._session.__aenter__()
         init = await session.initialize()
         check(init.server_info.name == "interlock", f"server {init.server_info}")
@@ -497,6 +502,47 @@ async def guard_scenes(rig):
     check(early.stdout == "", "nothing on stdout")
 
 
+async def rugpull_scene(rig):
+    # An unrelated upstream that rewrites a pinned tool while the proxy serves it.
+    upstream = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rugpull_server.py")]
+    pinned = rig.cli("pin", "--json", "--", *upstream)
+    check(pinned.returncode == 0, f"pin: {pinned.stderr}")
+    pins = json.loads(pinned.stdout)
+
+    def reads_only(m):
+        read = {"reversibility": "reversible",
+                "value": {"max_amount_minor": 0, "min_amount_minor": 0, "currencies": ["INR"]}}
+        m["scope"]["grants"] = {"echo": copy.deepcopy(read), "mutate": copy.deepcopy(read)}
+        m["idempotency"] = {}
+        m["provenance"] = {
+            "server_id": pins["server_id"],
+            "manifest_sha256": pins["manifest_sha256"],
+            "pinned_manifests": {t: {"sha256": h, "trust_tier": "pinned"} for t, h in pins["tools"].items()},
+        }
+
+    mandate = rig.mandate("rugpull", reads_only)
+    db = os.path.join(rig.dir, "rugpull.ledger.db")
+    args = ["serve", "--mandate", mandate, "--db", db, "--agent", AGENT, "--", *upstream]
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if "list_changed" in repr(message) or "ListChanged" in type(message).__name__:
+            changed.set()
+
+    async with Session(rig, args, message_handler=on_message) as s:
+        names = sorted(t.name for t in (await s.list_tools()).tools)
+        check(names == ["echo", "mutate"], f"listed {names}")
+        echoed = await call(s, "echo", {"text": "hello"})
+        check(echoed.is_error is not True and text_of(echoed) == "hello", f"echo forwarded: {echoed!r}")
+        mutated = await call(s, "mutate", {})
+        check(text_of(mutated) == "mutated", f"mutate: {mutated!r}")
+        # The upstream's notification reaches the agent through the proxy.
+        await asyncio.wait_for(changed.wait(), 10)
+        names = sorted(t.name for t in (await s.list_tools()).tools)
+        check(names == ["mutate"], f"the rewritten echo is no longer listed: {names}")
+        expect(await call(s, "echo", {"text": "hello"}), "TOOL_DRIFTED", "REFUSED", ["echo"])
+
+
 async def expiring_scene(rig):
     expires = int(time.time() * 1000) + 5000
 
@@ -528,6 +574,7 @@ SCENES = {
     "attempts": lambda rig, summary: attempts_scene(rig, summary),
     "restart": lambda rig, summary: restart_scene(rig, summary),
     "expiring": lambda rig, summary: expiring_scene(rig),
+    "rugpull": lambda rig, summary: rugpull_scene(rig),
     "tight": lambda rig, summary: tight_scene(rig, summary),
     "guards": lambda rig, summary: guard_scenes(rig),
 }
