@@ -383,6 +383,37 @@ fn serve_refuses_a_live_key_and_an_expired_mandate() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--allow-live"), "{stderr}");
 
+    // With --allow-live it starts and answers initialize.
+    let mut live = std::process::Command::new(BIN)
+        .args(scene.serve_args("none", &["--allow-live"]))
+        .env("RAZORPAY_KEY_ID", "rzp_live_abc123")
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = live.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
+"#,
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(live.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    drop(stdin);
+    let answer: Value = serde_json::from_str(&line).expect("an initialize answer");
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "interlock",
+        "{line}"
+    );
+    assert!(live.wait().unwrap().success());
+
     let text = std::fs::read_to_string(&scene.mandate).unwrap();
     let expired = scene.dir.join("expired.yaml");
     std::fs::write(
