@@ -129,9 +129,15 @@ pub fn killed_at<T>(point: &'static str, arg: Option<&str>) -> Result<T, EngineE
     if arg == Some("kill") {
         // Uncatchable and immediate: no destructor runs, no buffer is flushed.
         let pid = std::process::id().to_string();
-        let _ = std::process::Command::new("kill")
+        let sent = std::process::Command::new("kill")
             .args(["-KILL", &pid])
-            .status();
+            .status()
+            .is_ok_and(|status| status.success());
+        // Without `kill` on PATH, die anyway (SIGABRT, also without destructors) rather than
+        // hang or carry on past a point that was armed to stop us.
+        if !sent {
+            std::process::abort();
+        }
         loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
         }
@@ -534,6 +540,9 @@ impl<R: Rail> Engine<R> {
         for _ in 0..DRIVE_STEPS_MAX {
             effect = match effect {
                 Effect::StartAttempt => {
+                    // AUTHORIZED is committed, the attempt is not: a crash here leaves a
+                    // permission no one has used, which only a fresh proposal takes up.
+                    kill_point!("after_authorize");
                     let now = self.clock.now_ms();
                     let claim = Change {
                         lease: LeaseChange::Claim {

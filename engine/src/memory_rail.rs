@@ -8,8 +8,8 @@
 
 use crate::clock::Clock;
 use crate::rail::{
-    ListPage, ListQuery, OrderReferent, PaymentReferent, Rail, RailCall, RailError, RailOutcome,
-    Referent,
+    ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, Rail, RailCall, RailError,
+    RailOutcome, Referent,
 };
 use interlock_machine::{EntityRef, RailEntity};
 use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
@@ -390,7 +390,7 @@ impl Rail for MemoryRail {
         }
     }
 
-    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
+    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
         let mut state = self.state();
         state.lists += 1;
         if state.list_failures > 0 {
@@ -414,7 +414,8 @@ impl Rail for MemoryRail {
             .filter(|e| now.saturating_sub(e.created_at_ms) >= state.read_lag_ms)
             .collect();
         let size = state.page_size;
-        let start = (page as usize).saturating_mul(size);
+        // This rail pages by number, with a page size it keeps to: it knows its last page.
+        let start = (at.page as usize).saturating_mul(size);
         let entities: Vec<EntityRef> = visible
             .iter()
             .skip(start)

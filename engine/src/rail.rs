@@ -163,12 +163,25 @@ pub struct ListQuery {
     pub sik: Sik,
 }
 
+/// Where a page of a reconcile pass starts. Rails page in two ways: by page number (their own
+/// page size) or by offset (`skip`, Razorpay's). An offset must count what was *received*, not
+/// pages × the size asked for: a rail may send fewer items than asked without being at the end,
+/// and `page × size` would then skip entities never seen, the entity sought among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageAt {
+    /// The page's number in the pass, from 0.
+    pub page: u32,
+    /// Entities the pass received before this page.
+    pub skip: u32,
+}
+
 /// One page of a list, in the rail's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListPage {
     /// The entities on the page with the stamps read from them.
     pub entities: Vec<EntityRef>,
-    /// Whether the rail says there is nothing after this page.
+    /// Whether the rail has said there is nothing after this page. An adapter that cannot
+    /// tell (a short page may be a capped one) must say `false` until it reads an empty page.
     pub is_last: bool,
 }
 
@@ -197,8 +210,8 @@ pub trait Rail: Send + Sync {
     /// out (ADR 0004, §7). A request abandoned at time t that the rail still applies later must
     /// show in its lists by t + `rail_lag_ms` (ADR 0003, A1).
     fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome;
-    /// Reads page `page` (from 0) of the list a reconcile pass walks.
-    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError>;
+    /// Reads the page at `at` of the list a reconcile pass walks.
+    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError>;
 }
 
 /// A shared rail is a rail: several engines (processes, in tests) can talk to one.
@@ -209,7 +222,7 @@ impl<R: Rail + ?Sized> Rail for std::sync::Arc<R> {
     fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome {
         (**self).execute(call, timeout_ms)
     }
-    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
-        (**self).list_page(query, page)
+    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
+        (**self).list_page(query, at)
     }
 }

@@ -10,7 +10,7 @@ use crate::executor::{Engine, EngineError};
 use crate::kill_point;
 use crate::ledger::Cached;
 use crate::ledger::{self, ApplyError, Change, Finding, IntentKey, LeaseChange};
-use crate::rail::{ListQuery, Rail, RailError};
+use crate::rail::{ListQuery, PageAt, Rail, RailError};
 use interlock_machine::{
     Effect, Event, EventKind, PassProgress, RECONCILE_PAGES_MAX, ReconcilePass, State,
 };
@@ -96,10 +96,17 @@ impl<R: Rail> Engine<R> {
             sik: key.sik.clone(),
         };
         let mut listing = Ok(());
+        let mut received: u32 = 0;
         for page in 0..RECONCILE_PAGES_MAX {
             kill_point!("during_reconcile");
-            match self.rail.list_page(&query, page) {
+            let at = PageAt {
+                page,
+                skip: received,
+            };
+            match self.rail.list_page(&query, at) {
                 Ok(found) => {
+                    let count = u32::try_from(found.entities.len()).unwrap_or(u32::MAX);
+                    received = received.saturating_add(count);
                     if pass.observe_page(&found.entities, found.is_last) == PassProgress::Conclude {
                         break;
                     }

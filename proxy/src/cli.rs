@@ -916,7 +916,7 @@ impl interlock_engine::Rail for NoRail {
     fn list_page(
         &self,
         _query: &interlock_engine::rail::ListQuery,
-        _page: u32,
+        _at: interlock_engine::rail::PageAt,
     ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
         Err(interlock_engine::rail::RailError::Unavailable(
             "no upstream in this command".into(),

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use interlock_engine::gates::LiveTool;
 use interlock_engine::ledger::entity;
-use interlock_engine::rail::{ListPage, ListQuery, OrderReferent, PaymentReferent, RailError};
+use interlock_engine::rail::{
+    ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, RailError,
+};
 use interlock_engine::{Rail, RailCall, RailOutcome, Referent};
 use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
 use interlock_spec::money::{Currency, Minor};
@@ -26,8 +28,9 @@ use serde_json::{Map, Value, json};
 /// answer is not back. The engine's own points are `interlock_engine::KILL_POINTS`.
 pub const MID_CALL_KILL_POINT: &str = "mid_call";
 
-/// Items per reconcile page (Razorpay allows up to 100).
-pub const PAGE_COUNT: u32 = 10;
+/// Items asked for per reconcile page: Razorpay's maximum, so a pass usually ends after one
+/// page and the empty one that proves the end.
+pub const PAGE_COUNT: u32 = 100;
 
 /// The shortest wait before restarting a dead upstream; doubled per failed start.
 pub const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -526,8 +529,11 @@ impl Rail for McpRail {
         }
     }
 
-    fn list_page(&self, query: &ListQuery, page: u32) -> Result<ListPage, RailError> {
-        let skip = page.saturating_mul(PAGE_COUNT);
+    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
+        // Razorpay pages by offset and reports no total: only an empty page proves the end. A
+        // short page may be the end or a page the rail capped below `count`; treating it as the
+        // end would call an entity on a later page absent, and absence licenses a retry.
+        let skip = at.skip;
         let collection = match query.kind {
             ActionKind::Refund => self.read(
                 "fetch_multiple_refunds_for_payment",
@@ -546,7 +552,7 @@ impl Rail for McpRail {
             .filter_map(|item| item["id"].as_str().map(|id| entity(id, stamp_of(item))))
             .collect::<Vec<_>>();
         Ok(ListPage {
-            is_last: items.len() < PAGE_COUNT as usize,
+            is_last: items.is_empty(),
             entities,
         })
     }

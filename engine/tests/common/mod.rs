@@ -271,9 +271,9 @@ impl interlock_engine::Rail for Twisted {
     fn list_page(
         &self,
         query: &interlock_engine::rail::ListQuery,
-        page: u32,
+        at: interlock_engine::rail::PageAt,
     ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        let mut found = self.inner.list_page(query, page)?;
+        let mut found = self.inner.list_page(query, at)?;
         if let Some(twist) = &self.on_page {
             twist(&mut found);
         }

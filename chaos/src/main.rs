@@ -1,0 +1,172 @@
+//! `interlock-chaos matrix`: SIGKILL the real proxy at every kill point under every rail fault,
+//! restart it, retry, and judge "never two, never unknown" from the rail's journal and the
+//! ledger. Exit codes: 0 no violation; 1 a violation, or the run could not be set up; 2 usage.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use interlock_chaos::matrix::{self, JOBS_MAX, Plan, TRIALS_MAX};
+use interlock_chaos::plan::{self, Action, Fault, Point};
+use interlock_chaos::trial;
+use interlock_chaos::world::Bins;
+
+/// The chaos matrix.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the matrix, print the per-cell table and the total, write docs/RESULTS.chaos.md.
+    Matrix(MatrixArgs),
+}
+
+#[derive(clap::Args)]
+struct MatrixArgs {
+    /// Trials per cell.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(TRIALS_MAX)))]
+    trials: u32,
+    /// Kill points, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = Point::parse)]
+    points: Vec<Point>,
+    /// Fault profiles, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
+    faults: Vec<Fault>,
+    /// Money calls, comma-separated: refund, settlement (default: both).
+    #[arg(long, value_delimiter = ',', value_parser = Action::parse)]
+    actions: Vec<Action>,
+    /// Leave out the cells where two proxies race the same refund.
+    #[arg(long)]
+    no_races: bool,
+    /// The seed every trial's inputs derive from.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Trials at once (each is two or three processes, mostly waiting on timers).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=JOBS_MAX as u64))]
+    jobs: u64,
+    /// Use the `interlock` (built with `--features failpoints`) and `interlock-rail-mock` in DIR
+    /// instead of building them.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Where trial directories go (a failing trial's is kept). Default: a fresh directory
+    /// under the system's temporary directory.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Keep every trial's directory, not only failing ones.
+    #[arg(long)]
+    keep: bool,
+    /// The results file.
+    #[arg(long, default_value = "docs/RESULTS.chaos.md")]
+    out: PathBuf,
+    /// Do not write the results file (a partial run should not replace the full one).
+    #[arg(long)]
+    no_write: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Command::Matrix(args) = cli.command;
+    match matrix_command(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("interlock-chaos: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
+    let bins = match &args.bin_dir {
+        Some(dir) => Bins::in_dir(dir)?,
+        None => {
+            let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+            let profile_dir = exe.parent().ok_or("the binary has no directory")?;
+            if profile_dir.file_name().is_some_and(|n| n != "release") {
+                eprintln!("interlock-chaos: a debug build; timings mean little (use --release)");
+            }
+            eprintln!(
+                "interlock-chaos: building interlock (with kill points) and interlock-rail-mock…"
+            );
+            Bins::build(profile_dir)?
+        }
+    };
+    let work_dir = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("interlock-chaos-{}", std::process::id()))
+    });
+    let points = if args.points.is_empty() {
+        Point::ALL.to_vec()
+    } else {
+        args.points.clone()
+    };
+    let faults = if args.faults.is_empty() {
+        Fault::ALL.to_vec()
+    } else {
+        args.faults.clone()
+    };
+    let actions = if args.actions.is_empty() {
+        Action::ALL.to_vec()
+    } else {
+        args.actions.clone()
+    };
+    let plan = Plan {
+        cells: plan::cells(&actions, &points, &faults, !args.no_races),
+        trials: args.trials,
+        seed: args.seed,
+        jobs: usize::try_from(args.jobs).expect("bounded by JOBS_MAX"),
+    };
+    eprintln!(
+        "interlock-chaos: {} cells × {} trials, {} at once, seed {}; trial directories under {}",
+        plan.cells.len(),
+        plan.trials,
+        plan.jobs,
+        plan.seed,
+        work_dir.display()
+    );
+    let setup = Arc::new(trial::setup(bins, work_dir.clone(), args.keep)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let outcome = runtime.block_on(matrix::run(setup, &plan));
+    println!("{}", matrix::table(&outcome));
+    println!("total: {}", matrix::totals(&outcome));
+    if !args.no_write {
+        let command = std::iter::once("cargo run -p interlock-chaos --release --".to_owned())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let text =
+            matrix::results_markdown(&outcome, &plan, &command, &commit(), &matrix::utc_now());
+        std::fs::write(&args.out, text)
+            .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+        eprintln!("interlock-chaos: wrote {}", args.out.display());
+    }
+    if outcome.violation_count() == 0 && !args.keep {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    Ok(outcome.violation_count() == 0)
+}
+
+/// The commit the binaries were built from, `-dirty` if the tree had changes.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head}-dirty"),
+        _ => head,
+    }
+}

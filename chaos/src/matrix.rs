@@ -1,0 +1,364 @@
+//! Many trials: run concurrently, summarised per cell, printed as a table and written to
+//! `docs/RESULTS.chaos.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::plan::{Cell, Shape};
+use crate::trial::{self, Report, Setup};
+use crate::verdict::{Kind, Violation};
+
+/// The most trials per cell the command accepts.
+pub const TRIALS_MAX: u32 = 1_000;
+/// The most trials run at once.
+pub const JOBS_MAX: usize = 64;
+/// A race cell with at least this many trials must land its kill at least once: its armed
+/// proxy may lose any one race, but never all of them.
+pub const RACE_TRIALS_FOR_A_KILL: u32 = 5;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The cells.
+    pub cells: Vec<Cell>,
+    /// Trials per cell.
+    pub trials: u32,
+    /// The seed every trial's inputs derive from.
+    pub seed: u64,
+    /// Trials at once.
+    pub jobs: usize,
+}
+
+/// One cell's trials, summed up.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+    /// The cell.
+    pub cell: Cell,
+    /// Its trials' reports, in trial order.
+    pub reports: Vec<Report>,
+    /// Violations of the cell as a whole (a race cell that never landed its kill).
+    pub cell_violations: Vec<Violation>,
+}
+
+impl CellResult {
+    /// Kills that landed, and kills armed.
+    pub fn kills(&self) -> (u32, u32) {
+        self.reports.iter().fold((0, 0), |(landed, armed), r| {
+            (landed + r.kills_landed, armed + r.kills_armed)
+        })
+    }
+
+    /// Every violation, per trial and of the cell.
+    pub fn violations(&self) -> impl Iterator<Item = &Violation> {
+        self.reports
+            .iter()
+            .flat_map(|r| r.violations.iter())
+            .chain(self.cell_violations.iter())
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Per cell, in plan order.
+    pub cells: Vec<CellResult>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// Trials run.
+    pub fn trials(&self) -> usize {
+        self.cells.iter().map(|c| c.reports.len()).sum()
+    }
+
+    /// Violations found.
+    pub fn violation_count(&self) -> usize {
+        self.cells.iter().map(|c| c.violations().count()).sum()
+    }
+}
+
+/// Runs `plan`, printing progress to stderr as trials finish.
+pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
+    assert!(
+        plan.trials >= 1 && plan.trials <= TRIALS_MAX,
+        "trials within 1..={TRIALS_MAX}"
+    );
+    assert!(
+        plan.jobs >= 1 && plan.jobs <= JOBS_MAX,
+        "jobs within 1..={JOBS_MAX}"
+    );
+    let started = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(plan.jobs));
+    let mut running = tokio::task::JoinSet::new();
+    for (position, &cell) in plan.cells.iter().enumerate() {
+        for index in 0..plan.trials {
+            let setup = Arc::clone(&setup);
+            let gate = Arc::clone(&gate);
+            let seed = plan.seed;
+            running.spawn(async move {
+                let _permit = gate
+                    .acquire_owned()
+                    .await
+                    .expect("the gate is never closed");
+                (position, trial::run(&setup, cell, index, seed).await)
+            });
+        }
+    }
+    let total = plan.cells.len() * plan.trials as usize;
+    let mut by_cell: Vec<Vec<Report>> = vec![Vec::new(); plan.cells.len()];
+    let mut done = 0usize;
+    let mut cells_done = 0usize;
+    while let Some(joined) = running.join_next().await {
+        let (position, report) = joined.expect("a trial task does not panic");
+        done += 1;
+        by_cell[position].push(report);
+        let report = by_cell[position].last().expect("just pushed");
+        if by_cell[position].len() == plan.trials as usize {
+            cells_done += 1;
+        }
+        let verdict = if report.violations.is_empty() {
+            "ok".to_owned()
+        } else {
+            report
+                .violations
+                .iter()
+                .map(|v| v.kind.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        eprintln!(
+            "[{done}/{total} trials, {cells_done}/{} cells, {}s] {} #{}: {} → {} in {:.1}s: {verdict}",
+            plan.cells.len(),
+            started.elapsed().as_secs(),
+            report.cell.label(),
+            report.index,
+            report.after_recovery,
+            report.after_retry,
+            report.elapsed.as_secs_f64(),
+        );
+        if !report.violations.is_empty() {
+            for v in &report.violations {
+                eprintln!("    {}: {}", v.kind, v.detail);
+            }
+            for line in &report.log {
+                eprintln!("    | {line}");
+            }
+            if let Some(dir) = &report.dir {
+                eprintln!("    kept {}", dir.display());
+            }
+        }
+    }
+    let cells = plan
+        .cells
+        .iter()
+        .zip(by_cell)
+        .map(|(&cell, mut reports)| {
+            reports.sort_by_key(|r| r.index);
+            let landed: u32 = reports.iter().map(|r| r.kills_landed).sum();
+            let mut cell_violations = Vec::new();
+            if cell.shape == Shape::Race && plan.trials >= RACE_TRIALS_FOR_A_KILL && landed == 0 {
+                cell_violations.push(Violation {
+                    kind: Kind::KillDidNotFire,
+                    detail: format!(
+                        "{}: the armed proxy's kill landed in none of {} trials",
+                        cell.label(),
+                        plan.trials
+                    ),
+                });
+            }
+            CellResult {
+                cell,
+                reports,
+                cell_violations,
+            }
+        })
+        .collect();
+    Outcome {
+        cells,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// `20× 1·APPLIED` or `12× 1·APPLIED, 8× 0·CONFIRMED_NOT_APPLIED`.
+fn distribution<'a>(values: impl Iterator<Item = &'a str>) -> String {
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for value in values {
+        *counts.entry(value).or_default() += 1;
+    }
+    let mut counts: Vec<(&str, u32)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    counts
+        .iter()
+        .map(|(value, n)| format!("{n}× {value}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The per-cell table, in Markdown (readable as plain text too).
+pub fn table(outcome: &Outcome) -> String {
+    let mut out = String::new();
+    out.push_str("| cell | trials | kills landed | after recovery | after retry | violations |\n");
+    out.push_str("| --- | ---: | ---: | --- | --- | --- |\n");
+    for cell in &outcome.cells {
+        let (landed, armed) = cell.kills();
+        let mut kinds: BTreeMap<Kind, u32> = BTreeMap::new();
+        for v in cell.violations() {
+            *kinds.entry(v.kind).or_default() += 1;
+        }
+        let violations = if kinds.is_empty() {
+            "0".to_owned()
+        } else {
+            kinds
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {landed}/{armed} | {} | {} | {violations} |",
+            cell.cell.label(),
+            cell.reports.len(),
+            distribution(cell.reports.iter().map(|r| r.after_recovery.as_str())),
+            distribution(cell.reports.iter().map(|r| r.after_retry.as_str())),
+        );
+    }
+    out
+}
+
+/// The totals line.
+pub fn totals(outcome: &Outcome) -> String {
+    let (landed, armed) = outcome.cells.iter().fold((0, 0), |(l, a), c| {
+        let (cl, ca) = c.kills();
+        (l + cl, a + ca)
+    });
+    let single_missed = outcome
+        .cells
+        .iter()
+        .filter(|c| c.cell.shape == Shape::Single)
+        .map(|c| {
+            let (l, a) = c.kills();
+            a - l
+        })
+        .sum::<u32>();
+    let race_armed_missed = outcome
+        .cells
+        .iter()
+        .filter(|c| c.cell.shape == Shape::Race)
+        .map(|c| {
+            let (l, a) = c.kills();
+            a - l
+        })
+        .sum::<u32>();
+    format!(
+        "{} cells, {} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy cells, where every kill must land; {race_armed_missed} in race cells, where the armed proxy lost the race), {} violations, {:.0} s",
+        outcome.cells.len(),
+        outcome.trials(),
+        outcome.violation_count(),
+        outcome.elapsed.as_secs_f64()
+    )
+}
+
+/// `docs/RESULTS.chaos.md`: machine-written, with the date, the commit and the command.
+pub fn results_markdown(
+    outcome: &Outcome,
+    plan: &Plan,
+    command: &str,
+    commit: &str,
+    date: &str,
+) -> String {
+    let mut out = String::new();
+    out.push_str("# Chaos matrix results\n\n");
+    out.push_str("Machine-written by `interlock-chaos matrix`; do not edit by hand, run the command again.\n\n");
+    let _ = writeln!(out, "- date (UTC): {date}");
+    let _ = writeln!(out, "- commit: `{commit}`");
+    let _ = writeln!(out, "- command: `{command}`");
+    let _ = writeln!(
+        out,
+        "- seed: {}, trials per cell: {}, trials at once: {}",
+        plan.seed, plan.trials, plan.jobs
+    );
+    let _ = writeln!(out, "- **total: {}**\n", totals(outcome));
+    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. `after recovery` and `after retry` are `refunds on the rail·intent state`. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
+    out.push_str(&table(outcome));
+    let failures: Vec<(&Report, &Violation)> = outcome
+        .cells
+        .iter()
+        .flat_map(|c| c.reports.iter())
+        .flat_map(|r| r.violations.iter().map(move |v| (r, v)))
+        .collect();
+    let cell_failures: Vec<&Violation> = outcome
+        .cells
+        .iter()
+        .flat_map(|c| c.cell_violations.iter())
+        .collect();
+    if !failures.is_empty() || !cell_failures.is_empty() {
+        out.push_str("\n## Violations\n\n");
+        for (report, v) in failures {
+            let _ = writeln!(
+                out,
+                "- {} #{}: {} — {}",
+                report.cell.label(),
+                report.index,
+                v.kind,
+                v.detail
+            );
+        }
+        for v in cell_failures {
+            let _ = writeln!(out, "- {}: {}", v.kind, v.detail);
+        }
+    }
+    out
+}
+
+/// Today's date from the system clock, as `YYYY-MM-DD HH:MM` (UTC). The chaos runner is not on
+/// the money path; reading the clock for a report's header is fine.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM` (UTC, proleptic Gregorian).
+pub fn utc(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).expect("u64 seconds / 86400 fits i64");
+    let (hour, minute) = ((secs % 86_400) / 3_600, (secs % 3_600) / 60);
+    // Days since 1970-01-01 to a civil date, counted in eras of 400 years from 0000-03-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distributions_put_the_most_common_first() {
+        let values = ["1·APPLIED", "0·UNKNOWN", "1·APPLIED"];
+        assert_eq!(
+            distribution(values.into_iter()),
+            "2× 1·APPLIED, 1× 0·UNKNOWN"
+        );
+        assert_eq!(distribution(std::iter::empty()), "");
+    }
+
+    #[test]
+    fn unix_seconds_become_the_right_civil_date() {
+        assert_eq!(utc(0), "1970-01-01 00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00");
+        assert_eq!(utc(1_764_633_600 + 3_600 * 13 + 60 * 7), "2025-12-02 13:07");
+        assert_eq!(utc(4_107_542_399), "2100-02-28 23:59");
+    }
+}

@@ -1,0 +1,385 @@
+//! What the matrix runs: kill points, rail fault profiles, cells, and for each cell which
+//! process generation is armed with what.
+
+use std::fmt;
+
+/// Where a process is killed. Every point but `mid_call` is one of the engine's
+/// (`interlock_engine::KILL_POINTS`); `mid_call` is the proxy's (the request is out, the answer
+/// not back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    /// At the top of a proposal: nothing is written.
+    BeforeWal,
+    /// `AUTHORIZED` is committed; no attempt is claimed.
+    AfterAuthorize,
+    /// `IN_FLIGHT` is committed (the write-ahead); nothing is sent.
+    AfterWalBeforeCall,
+    /// The request is handed to the upstream; its answer is not back.
+    MidCall,
+    /// The rail has answered; the answer is only in memory.
+    DuringCall,
+    /// The answer is classified; its commit has not happened.
+    AfterCallBeforeCommit,
+    /// The outcome is committed; the agent has not been answered.
+    AfterCommitBeforeAck,
+    /// Inside a reconcile pass, between pages. A double crash: the first process dies at
+    /// `during_call`, the restart dies here in its boot recovery's pass.
+    DuringReconcile,
+    /// Inside boot recovery, at its third round (a lease taken back, a pass due). A double
+    /// crash: the first process dies at `during_call`, the restart dies here.
+    DuringRecovery,
+}
+
+impl Point {
+    /// Every point, in the order a refund meets them.
+    pub const ALL: [Point; 9] = [
+        Point::BeforeWal,
+        Point::AfterAuthorize,
+        Point::AfterWalBeforeCall,
+        Point::MidCall,
+        Point::DuringCall,
+        Point::AfterCallBeforeCommit,
+        Point::AfterCommitBeforeAck,
+        Point::DuringReconcile,
+        Point::DuringRecovery,
+    ];
+
+    /// The fail point's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Point::BeforeWal => "before_wal",
+            Point::AfterAuthorize => "after_authorize",
+            Point::AfterWalBeforeCall => "after_wal_before_call",
+            Point::MidCall => "mid_call",
+            Point::DuringCall => "during_call",
+            Point::AfterCallBeforeCommit => "after_call_before_commit",
+            Point::AfterCommitBeforeAck => "after_commit_before_ack",
+            Point::DuringReconcile => "during_reconcile",
+            Point::DuringRecovery => "during_recovery",
+        }
+    }
+
+    /// The point named `name`.
+    pub fn parse(name: &str) -> Result<Point, String> {
+        Point::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown kill point {name:?} (known: {})",
+                    names(&Point::ALL)
+                )
+            })
+    }
+
+    /// `FAILPOINTS` for each process generation of a trial, in start order; the last
+    /// generation is always clean. Points on the call path kill the first process; the two
+    /// second-order points need something to recover, so the first process dies at
+    /// `during_call` and the restart dies at the point.
+    pub fn generations(self) -> Vec<Option<String>> {
+        let kill = |spec: &str| Some(spec.to_owned());
+        match self {
+            Point::DuringReconcile => vec![
+                kill("during_call=return(kill)"),
+                kill("during_reconcile=return(kill)"),
+                None,
+            ],
+            // Rounds 0 and 1 wait for the dead process's lease and take it back; round 2 is
+            // the first with a reconcile pass due.
+            Point::DuringRecovery => vec![
+                kill("during_call=return(kill)"),
+                kill("during_recovery=2*off->return(kill)"),
+                None,
+            ],
+            point => vec![Some(format!("{}=return(kill)", point.name())), None],
+        }
+    }
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A fault profile of the mock rail, as the matrix names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// A healthy rail.
+    None,
+    /// The first money call is applied and never answered.
+    TimeoutAfterApply,
+    /// The first money call is never answered and not applied.
+    TimeoutBeforeApply,
+    /// The first money call is applied, then answered 5xx.
+    Http5xxApplied,
+    /// The first money call is answered 5xx and not applied.
+    Http5xxNotApplied,
+    /// The first money call is applied and answered with an earlier entity's JSON.
+    DupResponse,
+    /// Lists hide entities younger than 1.5 s (within the proxy's 2 s lag bound).
+    ReadLag,
+    /// Lists and fetch-by-id fail for good: nothing can be proven; the intent ends
+    /// `QUARANTINED` and the trial resolves it as an operator would.
+    Partition,
+    /// The first money call is applied, then the rail's process exits without answering.
+    ConnReset,
+    /// One entity per list page, oldest first, behind 30 seeded refunds: the proof is on the
+    /// 31st page.
+    DeepPages,
+}
+
+impl Fault {
+    /// Every profile.
+    pub const ALL: [Fault; 10] = [
+        Fault::None,
+        Fault::TimeoutAfterApply,
+        Fault::TimeoutBeforeApply,
+        Fault::Http5xxApplied,
+        Fault::Http5xxNotApplied,
+        Fault::DupResponse,
+        Fault::ReadLag,
+        Fault::Partition,
+        Fault::ConnReset,
+        Fault::DeepPages,
+    ];
+
+    /// The profile's name in the matrix.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::TimeoutAfterApply => "timeout_after_apply",
+            Fault::TimeoutBeforeApply => "timeout_before_apply",
+            Fault::Http5xxApplied => "http_5xx_applied",
+            Fault::Http5xxNotApplied => "http_5xx_not_applied",
+            Fault::DupResponse => "dup_response",
+            Fault::ReadLag => "read_lag",
+            Fault::Partition => "partition",
+            Fault::ConnReset => "conn_reset",
+            Fault::DeepPages => "deep_pages",
+        }
+    }
+
+    /// The mock's `--faults` argument. Money faults hit the first money call of the journal
+    /// (numbering survives restarts), whichever process generation makes it.
+    pub const fn mock_faults(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::TimeoutAfterApply => "timeout_after_apply@1",
+            Fault::TimeoutBeforeApply => "timeout_before_apply@1",
+            Fault::Http5xxApplied => "http_5xx_applied@1",
+            Fault::Http5xxNotApplied => "http_5xx_not_applied@1",
+            Fault::DupResponse => "dup_response@1",
+            Fault::ReadLag => "read_lag=1500",
+            Fault::Partition => "partition",
+            Fault::ConnReset => "conn_reset@1",
+            Fault::DeepPages => "page_size=1,oldest_first",
+        }
+    }
+
+    /// The profile named `name`.
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault profile {name:?} (known: {})",
+                    names(&Fault::ALL)
+                )
+            })
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The money call a trial makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// `create_refund` on a payment. The rail refuses a second refund with the same receipt
+    /// (`ilk_<sik>`), a backstop of its own behind Interlock's.
+    Refund,
+    /// `create_instant_settlement` from the balance. It takes no receipt: nothing on the rail
+    /// stops a second settlement, so exactly-once rests on Interlock alone.
+    Settlement,
+}
+
+impl Action {
+    /// Both.
+    pub const ALL: [Action; 2] = [Action::Refund, Action::Settlement];
+
+    /// The name in the matrix.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Action::Refund => "refund",
+            Action::Settlement => "settlement",
+        }
+    }
+
+    /// The action named `name`.
+    pub fn parse(name: &str) -> Result<Action, String> {
+        Action::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| format!("unknown action {name:?} (known: refund, settlement)"))
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How many proxies a trial runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Shape {
+    /// One proxy, killed and restarted.
+    Single,
+    /// Two proxies on one ledger (each with its own mock on one journal) racing the same
+    /// refund; only the first is armed. Whether its kill lands depends on who wins the race.
+    Race,
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cell {
+    /// The kill point.
+    pub point: Point,
+    /// The rail's fault profile.
+    pub fault: Fault,
+    /// The money call.
+    pub action: Action,
+    /// One proxy or two.
+    pub shape: Shape,
+}
+
+impl Cell {
+    /// The cell's name in tables: `refund: point × fault`, `race settlement: point × fault`.
+    pub fn label(&self) -> String {
+        match self.shape {
+            Shape::Single => format!("{}: {} × {}", self.action, self.point, self.fault),
+            Shape::Race => format!("race {}: {} × {}", self.action, self.point, self.fault),
+        }
+    }
+
+    /// Whether every trial of this cell must land its kill. A race cell's armed process may
+    /// lose the race and never reach its point; that is reported, not judged per trial.
+    pub fn kill_required(&self) -> bool {
+        self.shape == Shape::Single
+    }
+}
+
+/// The race cells' fault profiles: a healthy rail and an applied-but-unanswered call.
+pub const RACE_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
+
+/// The cells of `actions` × `points` × `faults`, single-process first, then the race cells for
+/// the chosen points under those of [`RACE_FAULTS`] that were chosen.
+pub fn cells(actions: &[Action], points: &[Point], faults: &[Fault], races: bool) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for shape in [Shape::Single, Shape::Race] {
+        if shape == Shape::Race && !races {
+            continue;
+        }
+        for &action in actions {
+            for &point in points {
+                for &fault in faults {
+                    if shape == Shape::Race && !RACE_FAULTS.contains(&fault) {
+                        continue;
+                    }
+                    cells.push(Cell {
+                        point,
+                        fault,
+                        action,
+                        shape,
+                    });
+                }
+            }
+        }
+    }
+    cells
+}
+
+fn names<T: fmt::Display>(all: &[T]) -> String {
+    all.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_kill_point_is_in_the_matrix() {
+        for name in interlock_engine::KILL_POINTS {
+            assert!(
+                Point::parse(name).is_ok(),
+                "{name} is not run by the matrix"
+            );
+        }
+        assert_eq!(Point::ALL.len(), interlock_engine::KILL_POINTS.len() + 1);
+        assert!(Point::parse("mid_call").is_ok());
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for point in Point::ALL {
+            assert_eq!(Point::parse(point.name()), Ok(point));
+        }
+        for fault in Fault::ALL {
+            assert_eq!(Fault::parse(fault.name()), Ok(fault));
+        }
+        for action in Action::ALL {
+            assert_eq!(Action::parse(action.name()), Ok(action));
+        }
+        assert!(Action::parse("payout").is_err());
+        assert!(
+            Point::parse("before_wall")
+                .unwrap_err()
+                .contains("before_wal")
+        );
+        assert!(
+            Fault::parse("http_500")
+                .unwrap_err()
+                .contains("http_5xx_applied")
+        );
+    }
+
+    #[test]
+    fn the_last_generation_is_clean_and_second_order_points_crash_twice() {
+        for point in Point::ALL {
+            let generations = point.generations();
+            assert_eq!(generations.last(), Some(&None), "{point}");
+            assert!(generations[0].is_some(), "{point}");
+            let armed: Vec<&String> = generations.iter().flatten().collect();
+            assert!(
+                armed.iter().any(|spec| spec.starts_with(point.name())),
+                "{point}"
+            );
+        }
+        assert_eq!(Point::DuringRecovery.generations().len(), 3);
+        assert_eq!(Point::BeforeWal.generations().len(), 2);
+    }
+
+    #[test]
+    fn race_cells_only_under_their_profiles() {
+        let all = cells(&Action::ALL, &Point::ALL, &Fault::ALL, true);
+        let singles = all.iter().filter(|c| c.shape == Shape::Single).count();
+        let races = all.iter().filter(|c| c.shape == Shape::Race).count();
+        assert_eq!(singles, 2 * Point::ALL.len() * Fault::ALL.len());
+        assert_eq!(races, 2 * Point::ALL.len() * RACE_FAULTS.len());
+        assert!(
+            cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true)
+                .iter()
+                .all(|c| c.shape == Shape::Single)
+        );
+        let labels: std::collections::BTreeSet<String> = all.iter().map(Cell::label).collect();
+        assert_eq!(labels.len(), all.len(), "labels name cells apart");
+    }
+}

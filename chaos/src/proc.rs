@@ -1,0 +1,300 @@
+//! One `interlock serve` process in front of its own `interlock-rail-mock`, and the agent's MCP
+//! client on its stdio.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+
+use crate::plan::{Action, Fault};
+use crate::world::{AGENT, Bins, PAYMENT, SETTLEMENT_DESCRIPTION};
+
+/// The proxy's bound on one rail call. A hung call becomes ambiguous after this.
+pub const CALL_TIMEOUT_MS: u64 = 1_000;
+/// The proxy's lease: the engine's floor, `CALL_TIMEOUT_MS` + 5000. A restart waits this long
+/// for a dead process's intent before it may take it back.
+pub const LEASE_TTL_MS: u64 = CALL_TIMEOUT_MS + interlock_engine::executor::LEASE_MARGIN_MS;
+/// How often the proxy's background reconciler looks for due intents.
+pub const RECONCILE_EVERY_MS: u64 = 200;
+/// How long the agent waits for the proxy to answer `initialize`. Boot recovery runs before
+/// serving and may wait out leases and a partition's back-off: at most
+/// `RECOVERY_ROUNDS_MAX` rounds of at most `RECOVERY_WAIT_MS_MAX`, plus the calls themselves.
+pub const BOOT_WAIT_MAX: Duration = Duration::from_secs(
+    interlock_engine::recovery::RECOVERY_ROUNDS_MAX as u64
+        * interlock_engine::recovery::RECOVERY_WAIT_MS_MAX
+        / 1000
+        + 60,
+);
+/// How long the agent waits for one tool call's answer.
+pub const AGENT_CALL_WAIT_MAX: Duration = Duration::from_secs(60);
+/// How long a process gets to exit once its stdin is closed, before it is killed.
+pub const STOP_WAIT_MAX: Duration = Duration::from_secs(15);
+/// How long to wait for a process the agent saw die to be reaped.
+pub const REAP_WAIT_MAX: Duration = Duration::from_secs(15);
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGKILL: an armed kill point fired (the matrix sends no SIGKILL of its own).
+    Killed,
+    /// Exited, or died of another signal (the exit code, or `-signal`).
+    Other(i32),
+}
+
+impl Ended {
+    fn of(status: ExitStatus) -> Ended {
+        match (status.signal(), status.code()) {
+            (Some(9), _) => Ended::Killed,
+            (Some(signal), _) => Ended::Other(-signal),
+            (None, Some(code)) => Ended::Other(code),
+            (None, None) => Ended::Other(i32::MIN),
+        }
+    }
+}
+
+/// What the agent got back from one call.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A tool result: `structuredContent.interlock` (or null) and whether it was `isError`.
+    Result {
+        /// The `interlock` block.
+        block: Value,
+        /// `isError`.
+        is_error: bool,
+    },
+    /// No answer: the session failed (the proxy died) or the wait ran out.
+    Nothing(String),
+}
+
+impl Reply {
+    /// `outcome` of the `interlock` block, or what happened instead.
+    pub fn summary(&self) -> String {
+        match self {
+            Reply::Result { block, .. } => block["outcome"]
+                .as_str()
+                .unwrap_or("NO_INTERLOCK_BLOCK")
+                .to_owned(),
+            Reply::Nothing(why) => format!("no answer ({why})"),
+        }
+    }
+}
+
+/// The files of a trial a process uses.
+#[derive(Debug, Clone)]
+pub struct Files {
+    /// The trial's directory (process logs go here).
+    pub dir: PathBuf,
+    /// The mandate.
+    pub mandate: PathBuf,
+    /// The ledger.
+    pub ledger: PathBuf,
+    /// The rail's journal.
+    pub journal: PathBuf,
+    /// The rail's seed.
+    pub seed: PathBuf,
+}
+
+/// A running proxy with the agent connected.
+pub struct Proxy {
+    child: tokio::process::Child,
+    client: Option<RunningService<RoleClient, ()>>,
+    /// A name for logs: `a1`, `b1`, `a2`, …
+    pub name: String,
+}
+
+/// How a start went.
+pub enum Start {
+    /// Serving, handshake done (boot recovery has run).
+    Serving(Box<Proxy>),
+    /// The process ended before it served.
+    Ended(Ended),
+}
+
+/// Starts `interlock serve` with `failpoints` armed (if any) in front of a mock with `fault`,
+/// and waits for its handshake (after its boot recovery).
+pub async fn start(
+    bins: &Bins,
+    files: &Files,
+    name: &str,
+    failpoints: Option<&str>,
+    fault: Fault,
+) -> Result<Start, String> {
+    let log = std::fs::File::create(files.dir.join(format!("{name}.log")))
+        .map_err(|e| format!("cannot create the log of {name}: {e}"))?;
+    let mut command = tokio::process::Command::new(&bins.interlock);
+    command
+        .arg("serve")
+        .arg("--mandate")
+        .arg(&files.mandate)
+        .arg("--db")
+        .arg(&files.ledger)
+        .args(["--agent", AGENT])
+        .args(["--call-timeout-ms", &CALL_TIMEOUT_MS.to_string()])
+        .args(["--lease-ttl-ms", &LEASE_TTL_MS.to_string()])
+        .args(["--reconcile-every-ms", &RECONCILE_EVERY_MS.to_string()])
+        .arg("--")
+        .arg(&bins.mock)
+        .arg("--journal")
+        .arg(&files.journal)
+        .arg("--seed")
+        .arg(&files.seed)
+        .args(["--log-level", "warn", "--faults", fault.mock_faults()])
+        .env("RUST_LOG", "interlock=info,warn")
+        .env_remove("RAZORPAY_KEY_ID")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .kill_on_drop(true);
+    match failpoints {
+        Some(spec) => command.env("FAILPOINTS", spec),
+        None => command.env_remove("FAILPOINTS"),
+    };
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bins.interlock.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let handshake = ().serve((stdout, stdin));
+    tokio::select! {
+        served = tokio::time::timeout(BOOT_WAIT_MAX, handshake) => match served {
+            Ok(Ok(client)) => Ok(Start::Serving(Box::new(Proxy {
+                child,
+                client: Some(client),
+                name: name.to_owned(),
+            }))),
+            // The handshake failed: the process is dying or dead.
+            Ok(Err(e)) => match reap(&mut child).await {
+                Some(ended) => Ok(Start::Ended(ended)),
+                None => Err(format!("{name}: the handshake failed ({e}) and the process lives on")),
+            },
+            Err(_) => Err(format!("{name}: no handshake within {BOOT_WAIT_MAX:?}")),
+        },
+        status = child.wait() => {
+            let status = status.map_err(|e| format!("{name}: wait: {e}"))?;
+            Ok(Start::Ended(Ended::of(status)))
+        }
+    }
+}
+
+async fn reap(child: &mut tokio::process::Child) -> Option<Ended> {
+    match tokio::time::timeout(REAP_WAIT_MAX, child.wait()).await {
+        Ok(Ok(status)) => Some(Ended::of(status)),
+        _ => None,
+    }
+}
+
+impl Proxy {
+    /// The agent asks for `action` of `amount`: a refund on [`PAYMENT`], or a settlement.
+    pub async fn propose(&self, action: Action, amount: u64) -> Reply {
+        let Some(client) = &self.client else {
+            return Reply::Nothing("not connected".to_owned());
+        };
+        let (tool, args) = match action {
+            Action::Refund => (
+                "create_refund",
+                json!({"payment_id": PAYMENT, "amount": amount}),
+            ),
+            Action::Settlement => (
+                "create_instant_settlement",
+                json!({"amount": amount, "description": SETTLEMENT_DESCRIPTION}),
+            ),
+        };
+        let Value::Object(args) = args else {
+            unreachable!("a JSON object literal");
+        };
+        let params = CallToolRequestParams::new(tool).with_arguments(args);
+        match tokio::time::timeout(AGENT_CALL_WAIT_MAX, client.call_tool(params)).await {
+            Ok(Ok(result)) => reply_of(&result),
+            Ok(Err(e)) => Reply::Nothing(e.to_string()),
+            Err(_) => Reply::Nothing(format!("no answer within {AGENT_CALL_WAIT_MAX:?}")),
+        }
+    }
+
+    /// Whether the process has ended, and how (`None` while it runs). After the agent saw the
+    /// session fail, waits up to [`REAP_WAIT_MAX`] for the process to be gone.
+    pub async fn ended(&mut self, session_failed: bool) -> Option<Ended> {
+        if session_failed {
+            return reap(&mut self.child).await;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(Ended::of(status)),
+            _ => None,
+        }
+    }
+
+    /// Waits up to `limit` for the process to end on its own (an armed point that fires in
+    /// the background, such as a reconcile pass).
+    pub async fn ended_within(&mut self, limit: Duration) -> Option<Ended> {
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(Ok(status)) => Some(Ended::of(status)),
+            _ => None,
+        }
+    }
+
+    /// Closes the agent's side (the proxy exits when its stdin closes) and waits for the
+    /// process; kills it if it does not go in time. How it ended.
+    pub async fn stop(mut self) -> Ended {
+        if let Some(client) = self.client.take() {
+            let _ = tokio::time::timeout(STOP_WAIT_MAX, client.cancel()).await;
+        }
+        match tokio::time::timeout(STOP_WAIT_MAX, self.child.wait()).await {
+            Ok(Ok(status)) => Ended::of(status),
+            _ => {
+                let _ = self.child.start_kill();
+                let _ = self.child.wait().await;
+                Ended::Other(i32::MIN)
+            }
+        }
+    }
+}
+
+fn reply_of(result: &CallToolResult) -> Reply {
+    let block = result
+        .structured_content
+        .as_ref()
+        .map(|s| s["interlock"].clone())
+        .unwrap_or(Value::Null);
+    Reply::Result {
+        block,
+        is_error: result.is_error == Some(true),
+    }
+}
+
+/// Runs `interlock ARGS` to its end: (success, stdout, stderr).
+pub fn interlock(bins: &Bins, args: &[&std::ffi::OsStr]) -> Result<(bool, String, String), String> {
+    let out = std::process::Command::new(&bins.interlock)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .env_remove("FAILPOINTS")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run interlock: {e}"))?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `interlock-rail-mock inspect --journal FILE`, parsed: the rail's ground truth.
+pub fn inspect(bins: &Bins, journal: &Path) -> Result<Value, String> {
+    let out = std::process::Command::new(&bins.mock)
+        .arg("inspect")
+        .arg("--journal")
+        .arg(journal)
+        .args(["--log-level", "error"])
+        .output()
+        .map_err(|e| format!("cannot run inspect: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "inspect failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("inspect printed no JSON: {e}"))
+}

@@ -1,0 +1,452 @@
+//! One trial: a fresh directory, the real proxy (with kill points) in front of the real mock,
+//! one refund, the armed kill, restarts with boot recovery, the agent's retries, the verdict.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use interlock_machine::State;
+use rusqlite::OpenFlags;
+
+use crate::plan::Action;
+use crate::plan::{Cell, Shape};
+use crate::proc::{self, Ended, Files, Proxy, Reply, Start};
+use crate::rng::Rng;
+use crate::verdict::{self, Evidence, Kind, Violation};
+use crate::world::{self, Bins, OPERATOR, PAYMENT};
+
+/// Times the agent asks again after an answer that says "not yet" or "not applied".
+pub const AGENT_RETRIES_MAX: u32 = 4;
+/// How long to wait for the ledger to settle after a call: long enough for a partition's six
+/// inconclusive passes (2 + 4 + … + 60 s) to end in quarantine.
+pub const SETTLE_WAIT_MAX: Duration = Duration::from_secs(300);
+/// How often the ledger is looked at while waiting.
+pub const SETTLE_POLL: Duration = Duration::from_millis(100);
+/// The smallest amount a trial asks for: the least a settlement may be (a refund may be 100).
+pub const AMOUNT_MIN: u64 = 200;
+/// The largest (well under the mandate's ceilings, the payment and the balance).
+pub const AMOUNT_MAX: u64 = 50_000;
+/// The most a race cell delays its second proxy's call, in milliseconds.
+pub const RACE_DELAY_MS_MAX: u64 = 5;
+
+/// What a trial needs that every trial shares.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The binaries.
+    pub bins: Bins,
+    /// Where trial directories are made.
+    pub work_dir: PathBuf,
+    /// The mandate's text.
+    pub mandate: String,
+    /// The rail seed's text.
+    pub seed: String,
+    /// Keep the directories of trials without violations too.
+    pub keep: bool,
+}
+
+/// What a trial saw and the verdict.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The cell.
+    pub cell: Cell,
+    /// The trial's number in its cell.
+    pub index: u32,
+    /// The amount asked for.
+    pub amount: u64,
+    /// Kill points armed over the trial's process generations.
+    pub kills_armed: u32,
+    /// Of those, how many ended their process with SIGKILL.
+    pub kills_landed: u32,
+    /// `entities·STATE` once the restarted proxy served (after boot recovery).
+    pub after_recovery: String,
+    /// `entities·STATE` after the agent's retries, at rest.
+    pub after_retry: String,
+    /// The verdict (empty: the trial passed).
+    pub violations: Vec<Violation>,
+    /// What happened, in order, for a person reading a failure.
+    pub log: Vec<String>,
+    /// The trial's directory, if kept.
+    pub dir: Option<PathBuf>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Runs trial `index` of `cell` under matrix seed `seed`.
+pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
+    let started = Instant::now();
+    let mut rng = Rng::for_trial(seed, &cell.label(), index);
+    let amount = rng.between(AMOUNT_MIN, AMOUNT_MAX);
+    let race_delay = Duration::from_millis(rng.between(0, RACE_DELAY_MS_MAX));
+    let mut report = Report {
+        cell,
+        index,
+        amount,
+        kills_armed: 0,
+        kills_landed: 0,
+        after_recovery: "-".to_owned(),
+        after_retry: "-".to_owned(),
+        violations: Vec::new(),
+        log: Vec::new(),
+        dir: None,
+        elapsed: Duration::ZERO,
+    };
+    let dir = setup
+        .work_dir
+        .join(slug(&cell.label()))
+        .join(format!("trial-{index:03}"));
+    let mut missed = Vec::new();
+    let outcome = match files(setup, &dir) {
+        Ok(files) => {
+            let mut trial = Trial {
+                setup,
+                files,
+                cell,
+                amount,
+                report: &mut report,
+                missed: &mut missed,
+            };
+            trial.drive(race_delay).await
+        }
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(evidence) => {
+            report.violations = verdict::judge(&evidence, &missed);
+        }
+        Err(e) => report.violations.push(Violation {
+            kind: Kind::TrialError,
+            detail: e,
+        }),
+    }
+    if report.violations.is_empty() && !setup.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        report.dir = Some(dir);
+    }
+    report.elapsed = started.elapsed();
+    report
+}
+
+struct Trial<'a> {
+    setup: &'a Setup,
+    files: Files,
+    cell: Cell,
+    amount: u64,
+    report: &'a mut Report,
+    missed: &'a mut Vec<String>,
+}
+
+impl Trial<'_> {
+    async fn drive(&mut self, race_delay: Duration) -> Result<Evidence, String> {
+        let fault = self.cell.fault;
+        let generations = self.cell.point.generations();
+        let (last, armed) = generations
+            .split_last()
+            .expect("a trial has at least one generation");
+        debug_assert!(last.is_none(), "the last generation is clean");
+        self.report.kills_armed = u32::try_from(armed.len()).expect("a few generations");
+        let mut rival = match self.cell.shape {
+            Shape::Single => None,
+            Shape::Race => Some(self.serving("b1", None).await?),
+        };
+        for (n, spec) in armed.iter().enumerate() {
+            let name = format!("a{}", n + 1);
+            let spec = spec.as_deref().expect("armed generations carry a spec");
+            let start =
+                proc::start(&self.setup.bins, &self.files, &name, Some(spec), fault).await?;
+            let ended = match start {
+                Start::Ended(how) => how,
+                Start::Serving(proxy) if n == 0 => {
+                    self.first_call(*proxy, rival.as_ref(), race_delay).await
+                }
+                // A restart armed for its boot recovery served instead: the point never came.
+                Start::Serving(proxy) => {
+                    self.note(format!("{name} served without its kill firing"));
+                    proxy.stop().await
+                }
+            };
+            self.note(format!("{name} [{spec}] ended {ended:?}"));
+            if ended == Ended::Killed {
+                self.report.kills_landed += 1;
+            } else if self.cell.kill_required() {
+                self.missed.push(spec.to_owned());
+            }
+        }
+        let name = format!("a{}", armed.len() + 1);
+        let last = self.serving(&name, None).await?;
+        self.report.after_recovery = self.snapshot()?;
+        self.note(format!(
+            "{name} served; after recovery {}",
+            self.report.after_recovery
+        ));
+        let reply = last.propose(self.cell.action, self.amount).await;
+        self.note(format!("retry on {name}: {}", reply.summary()));
+        self.settle(&last).await?;
+        self.report.after_retry = self.snapshot()?;
+        let ended = last.stop().await;
+        self.note(format!("{name} stopped: {ended:?}"));
+        if let Some(rival) = rival.take() {
+            let ended = rival.stop().await;
+            self.note(format!("b1 stopped: {ended:?}"));
+        }
+        self.evidence()
+    }
+
+    async fn serving(&mut self, name: &str, failpoints: Option<&str>) -> Result<Proxy, String> {
+        match proc::start(
+            &self.setup.bins,
+            &self.files,
+            name,
+            failpoints,
+            self.cell.fault,
+        )
+        .await?
+        {
+            Start::Serving(proxy) => Ok(*proxy),
+            Start::Ended(how) => Err(format!(
+                "{name} ended before serving: {how:?} (see {name}.log)"
+            )),
+        }
+    }
+
+    /// The agent's first call (on both proxies at once in a race), then how the armed proxy
+    /// ended: killed, or stopped by us once it had answered.
+    async fn first_call(
+        &mut self,
+        mut proxy: Proxy,
+        rival: Option<&Proxy>,
+        race_delay: Duration,
+    ) -> Ended {
+        let (action, amount) = (self.cell.action, self.amount);
+        let reply = match rival {
+            None => proxy.propose(action, amount).await,
+            Some(rival) => {
+                let (ours, theirs) = tokio::join!(proxy.propose(action, amount), async {
+                    tokio::time::sleep(race_delay).await;
+                    rival.propose(action, amount).await
+                });
+                self.note(format!("b1 answered {}", theirs.summary()));
+                ours
+            }
+        };
+        self.note(format!("{} answered {}", proxy.name, reply.summary()));
+        let session_failed = matches!(reply, Reply::Nothing(_));
+        match proxy.ended(session_failed).await {
+            Some(ended) => ended,
+            None => proxy.stop().await,
+        }
+    }
+
+    /// Waits for the intent to come to rest; quarantine is resolved as an operator would,
+    /// "not applied" and "authorised, not attempted" are retried as an agent would.
+    async fn settle(&mut self, proxy: &Proxy) -> Result<(), String> {
+        for _ in 0..AGENT_RETRIES_MAX {
+            let state = self.wait_at_rest().await?;
+            match state {
+                Some(State::Quarantined) => self.resolve()?,
+                Some(State::ConfirmedNotApplied | State::Authorized) => {
+                    let reply = proxy.propose(self.cell.action, self.amount).await;
+                    self.note(format!("agent retried: {}", reply.summary()));
+                }
+                _ => return Ok(()),
+            }
+        }
+        self.wait_at_rest().await.map(|_| ())
+    }
+
+    /// The intent's state once it is not in flight, being reconciled or awaiting verification
+    /// (`None`: no intent); the state it is stuck in when the wait runs out.
+    async fn wait_at_rest(&mut self) -> Result<Option<State>, String> {
+        let deadline = Instant::now() + SETTLE_WAIT_MAX;
+        loop {
+            let state = ledger_state(&self.files.ledger)?;
+            let busy = state.is_some_and(|s| {
+                matches!(
+                    s,
+                    State::Proposed
+                        | State::InFlight
+                        | State::Unknown
+                        | State::Reconciling
+                        | State::FailedTerminal
+                )
+            });
+            if !busy {
+                return Ok(state);
+            }
+            if Instant::now() >= deadline {
+                self.note(format!("still {state:?} after {SETTLE_WAIT_MAX:?}"));
+                return Ok(state);
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+
+    /// `interlock resolve`, as an operator who looked the refund up on the rail's dashboard.
+    fn resolve(&mut self) -> Result<(), String> {
+        let sik = ledger_sik(&self.files.ledger)?.ok_or("quarantined, but no intent")?;
+        let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
+        let found = verdict::created_entities(&journal)?
+            .into_iter()
+            .find(|r| r.stamp.as_deref() == Some(sik.as_str()));
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "resolve".into(),
+            sik.clone().into(),
+            "--mandate".into(),
+            self.files.mandate.clone().into(),
+            "--db".into(),
+            self.files.ledger.clone().into(),
+            "--by".into(),
+            OPERATOR.into(),
+        ];
+        match &found {
+            Some(refund) => args.extend(["--applied".into(), refund.id.clone().into()]),
+            None => args.push("--not-applied".into()),
+        }
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (ok, _, stderr) = proc::interlock(&self.setup.bins, &args)?;
+        let what = found.map_or("--not-applied".to_owned(), |r| {
+            format!("--applied {}", r.id)
+        });
+        self.note(format!(
+            "operator resolved {what}: {}",
+            if ok { "ok" } else { stderr.trim() }
+        ));
+        Ok(())
+    }
+
+    /// `entities·STATE`: refunds or settlements the rail created, and the intent's state.
+    fn snapshot(&self) -> Result<String, String> {
+        let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
+        let entities = verdict::created_entities(&journal)?.len();
+        let state = ledger_state(&self.files.ledger)?;
+        Ok(format!(
+            "{entities}·{}",
+            state.map_or("NONE".to_owned(), |s| s.to_string())
+        ))
+    }
+
+    fn evidence(&self) -> Result<Evidence, String> {
+        let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
+        let entities = verdict::created_entities(&journal)?;
+        let ledger = interlock_engine::Ledger::open(&self.files.ledger)
+            .map_err(|e| format!("cannot open the ledger: {e}"))?;
+        let cores = ledger
+            .cores()
+            .map_err(|e| format!("cannot read intents: {e}"))?;
+        let history = ledger
+            .history()
+            .map_err(|e| format!("cannot read the audit log: {e}"))?;
+        let chain = ledger.verify_chain().map(|_| ()).map_err(|e| e.to_string());
+        Ok(Evidence {
+            cores,
+            history: interlock_machine::invariants::check_history(&history),
+            chain,
+            entities,
+            subject: match self.cell.action {
+                Action::Refund => PAYMENT.to_owned(),
+                Action::Settlement => verdict::BALANCE_SUBJECT.to_owned(),
+            },
+            amount: self.amount,
+        })
+    }
+
+    fn note(&mut self, line: String) {
+        self.report.log.push(line);
+    }
+}
+
+fn files(setup: &Setup, dir: &Path) -> Result<Files, String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let files = Files {
+        dir: dir.to_path_buf(),
+        mandate: dir.join("mandate.yaml"),
+        ledger: dir.join("ledger.db"),
+        journal: dir.join("rail.db"),
+        seed: dir.join("seed.json"),
+    };
+    for (path, text) in [(&files.mandate, &setup.mandate), (&files.seed, &setup.seed)] {
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(files)
+}
+
+/// The one intent's state, read without writing (the proxies may be running).
+fn ledger_state(ledger: &Path) -> Result<Option<State>, String> {
+    let Some(conn) = read_only(ledger)? else {
+        return Ok(None);
+    };
+    let state: Option<String> = conn
+        .query_row("SELECT state FROM intents LIMIT 1", [], |row| row.get(0))
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(format!("cannot read the ledger: {e}")),
+        })?;
+    state
+        .map(|s| {
+            State::ALL
+                .into_iter()
+                .find(|candidate| candidate.as_str() == s)
+                .ok_or_else(|| format!("the ledger holds an unknown state {s:?}"))
+        })
+        .transpose()
+}
+
+fn ledger_sik(ledger: &Path) -> Result<Option<String>, String> {
+    let Some(conn) = read_only(ledger)? else {
+        return Ok(None);
+    };
+    conn.query_row("SELECT sik FROM intents LIMIT 1", [], |row| row.get(0))
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(format!("cannot read the ledger: {e}")),
+        })
+}
+
+fn read_only(ledger: &Path) -> Result<Option<rusqlite::Connection>, String> {
+    if !ledger.exists() {
+        return Ok(None);
+    }
+    let conn = rusqlite::Connection::open_with_flags(ledger, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| format!("cannot open {} read-only: {e}", ledger.display()))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(|e| format!("busy timeout: {e}"))?;
+    Ok(Some(conn))
+}
+
+/// A cell label as a directory name.
+pub fn slug(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The mandate and the seed for `bins`, pinned against the real mock.
+pub fn setup(bins: Bins, work_dir: PathBuf, keep: bool) -> Result<Setup, String> {
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| format!("cannot create {}: {e}", work_dir.display()))?;
+    let seed = serde_json::to_string_pretty(&world::seed()).expect("the seed serialises");
+    let seed_file = work_dir.join("seed.json");
+    std::fs::write(&seed_file, &seed).map_err(|e| format!("cannot write the seed: {e}"))?;
+    let pins = bins.pins(&seed_file)?;
+    let mandate = world::mandate(&pins)?;
+    Ok(Setup {
+        bins,
+        work_dir,
+        mandate,
+        seed,
+        keep,
+    })
+}

@@ -1,0 +1,223 @@
+//! A trial's files: the rail's seed, the mandate (pinned against the real mock), and the
+//! binaries both are run with.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// The payment every refund trial refunds.
+pub const PAYMENT: &str = "pay_CHAOS01";
+/// The merchant's settleable balance, far above anything a settlement trial settles.
+pub const BALANCE: u64 = 1_000_000;
+/// The description every settlement carries (the mandate keys settlements on it).
+pub const SETTLEMENT_DESCRIPTION: &str = "chaos trial";
+/// Its amount, far above anything a trial refunds.
+pub const PAYMENT_AMOUNT: u64 = 10_000_000;
+/// Seeded refunds on it, so that a list has pages to walk (`deep_pages` shows one per page).
+pub const SEEDED_REFUNDS: u64 = 30;
+/// Each seeded refund's amount.
+pub const SEEDED_REFUND_AMOUNT: u64 = 100;
+/// The mandate's agent.
+pub const AGENT: &str = "agent_chaos";
+/// The operator who resolves quarantined intents.
+pub const OPERATOR: &str = "chaos_operator";
+
+/// The two binaries a trial runs.
+#[derive(Debug, Clone)]
+pub struct Bins {
+    /// `interlock`, built with the `failpoints` feature.
+    pub interlock: PathBuf,
+    /// `interlock-rail-mock`.
+    pub mock: PathBuf,
+}
+
+impl Bins {
+    /// The binaries in `dir`, after checking that `interlock` has kill points compiled in (a
+    /// build without them would make every kill "not fire" for a reason that is not ours).
+    pub fn in_dir(dir: &Path) -> Result<Bins, String> {
+        let bins = Bins {
+            interlock: dir.join("interlock"),
+            mock: dir.join("interlock-rail-mock"),
+        };
+        for path in [&bins.interlock, &bins.mock] {
+            if !path.is_file() {
+                return Err(format!("no binary at {}", path.display()));
+            }
+        }
+        let out = Command::new(&bins.interlock)
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", bins.interlock.display()))?;
+        let version = String::from_utf8_lossy(&out.stdout);
+        if !version.trim_end().ends_with("+failpoints") {
+            return Err(format!(
+                "{} says {:?}: it was built without kill points; build it with `cargo build -p interlock --features interlock/failpoints`",
+                bins.interlock.display(),
+                version.trim_end()
+            ));
+        }
+        Ok(bins)
+    }
+
+    /// Builds both binaries with cargo, from the workspace this crate was built in, into the
+    /// target directory `target_profile_dir` belongs to (`target/debug` or `target/release`),
+    /// then returns them. Cargo keeps the build with kill points apart from the one without
+    /// and only swaps which one sits at `target/<profile>/interlock`, so this is cheap after the
+    /// first time, and `cargo build -p interlock` puts the plain one back.
+    pub fn build(target_profile_dir: &Path) -> Result<Bins, String> {
+        let release = target_profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .ok_or("the chaos crate has no workspace")?;
+        let target_dir = target_profile_dir
+            .parent()
+            .ok_or("the profile directory has no target directory")?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(workspace)
+            .args(["build", "-q", "--bins", "-p", "interlock", "-p"])
+            .args(["interlock-rail-mock", "--features", "interlock/failpoints"])
+            .arg("--target-dir")
+            .arg(target_dir);
+        if release {
+            build.arg("--release");
+        }
+        let status = build
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("building the binaries failed ({status})"));
+        }
+        Bins::in_dir(target_profile_dir)
+    }
+
+    /// The pins of the mock's tools, from `interlock pin --json`.
+    pub fn pins(&self, seed: &Path) -> Result<Value, String> {
+        let out = Command::new(&self.interlock)
+            .args(["pin", "--json", "--"])
+            .arg(&self.mock)
+            .arg("--seed")
+            .arg(seed)
+            .args(["--log-level", "error"])
+            .env("RUST_LOG", "error")
+            .output()
+            .map_err(|e| format!("cannot run interlock pin: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "interlock pin failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("pin --json: {e}"))
+    }
+}
+
+/// The rail's seed: one payment with [`SEEDED_REFUNDS`] small refunds already on it (earlier
+/// entities for `dup_response` to replay, pages for `deep_pages` to walk).
+pub fn seed() -> Value {
+    let refunds: Vec<Value> = (1..=SEEDED_REFUNDS)
+        .map(|n| {
+            json!({
+                "id": format!("rfnd_SEED{n:06}"),
+                "payment_id": PAYMENT,
+                "amount": SEEDED_REFUND_AMOUNT,
+                "receipt": format!("seed-{n}"),
+            })
+        })
+        .collect();
+    json!({
+        "currency": "INR",
+        "balance": BALANCE,
+        "payments": [{"id": PAYMENT, "amount": PAYMENT_AMOUNT, "notes": {}}],
+        "orders": [],
+        "refunds": refunds,
+    })
+}
+
+/// A mandate granting `fetch_payment`, `create_refund` and `create_instant_settlement` (up to
+/// 500000 each), pinned; a settlement is keyed on its description, with no time window (each
+/// trial has a ledger of its own, and a window boundary mid-trial would make the retry a new
+/// settlement).
+pub fn mandate(pins: &Value) -> Result<String, String> {
+    let pin = |tool: &str| {
+        pins["tools"][tool]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("pin --json has no pin for {tool}"))
+    };
+    let text = |field: &str| {
+        pins[field]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("pin --json has no {field}"))
+    };
+    Ok(format!(
+        r#"v: 1
+mandate_id: mnd_chaos
+merchant_id: acc_CHAOS00001
+agent_id: {AGENT}
+issued_at: 1700000000000
+expires_at: 4000000000000
+purpose: "Refund customers (chaos matrix)"
+scope:
+  grants:
+    fetch_payment:
+      reversibility: reversible
+      value:
+        max_amount_minor: 0
+        min_amount_minor: 0
+        currencies: [INR]
+    create_refund:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 500000
+        min_amount_minor: 100
+        currencies: [INR]
+    create_instant_settlement:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 500000
+        min_amount_minor: 200
+        currencies: [INR]
+limits:
+  windows:
+    - window_ms: 86400000
+      max_calls: 40
+      max_amount_minor: 2000000
+      currency: INR
+  fee_budgets:
+    INR:
+      window_ms: 86400000
+      max_fee_minor: 20000
+idempotency:
+  create_refund:
+    key_fields: [payment_id]
+    window_ms: null
+  create_instant_settlement:
+    key_fields: [description]
+    window_ms: null
+provenance:
+  server_id: "{server_id}"
+  manifest_sha256: "{manifest}"
+  pinned_manifests:
+    fetch_payment:
+      sha256: "{p1}"
+      trust_tier: "pinned"
+    create_refund:
+      sha256: "{p2}"
+      trust_tier: "pinned"
+    create_instant_settlement:
+      sha256: "{p3}"
+      trust_tier: "pinned"
+"#,
+        server_id = text("server_id")?,
+        manifest = text("manifest_sha256")?,
+        p1 = pin("fetch_payment")?,
+        p2 = pin("create_refund")?,
+        p3 = pin("create_instant_settlement")?,
+    ))
+}
