@@ -7,7 +7,7 @@
 //! - [`executor`]: the exactly-once executor ([`Engine::propose`]).
 //! - [`reconcile`] and [`recovery`]: settling ambiguous outcomes, and boot recovery.
 //! - [`rail`]: the [`Rail`] trait; [`memory_rail`]: a scripted in-memory rail for tests.
-//! - [`usage`]: what G2 and G3 count, from the ledger.
+//! - [`usage`]: what G2 and G3 count, from the ledger; [`inspect`]: one intent in full, for operators.
 //! - [`clock`]: time, passed in.
 //!
 //! The engine is synchronous and deterministic given its clock, its rail and its instance id.
@@ -17,6 +17,7 @@ pub mod audit;
 pub mod clock;
 pub mod executor;
 pub mod gates;
+pub mod inspect;
 pub mod ledger;
 pub mod memory_rail;
 pub mod rail;

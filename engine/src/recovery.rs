@@ -244,7 +244,8 @@ impl<R: Rail> Engine<R> {
     pub fn reject(&self, key: &IntentKey, by: &str, why: &str) -> Result<(), EngineError> {
         let change = Change {
             reason: Some(("REJECTED".into(), format!("rejected by {by}: {why}"))),
-            context: Some(json!({"by": by})),
+            // Who and why, in the hash-chained record as well as in the row's reason.
+            context: Some(json!({"by": by, "why": why})),
             ..Change::default()
         };
         self.ledger

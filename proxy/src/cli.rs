@@ -89,6 +89,10 @@ struct DemoArgs {
     /// Keep the temporary directory (mandate, ledger, rail journal) after a successful run.
     #[arg(long)]
     keep: bool,
+    /// One JSON document on stdout at the end (each step's decision, the ledger, the rail
+    /// journal); the story goes to stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -282,7 +286,7 @@ pub fn run() -> ExitCode {
         Command::Reject(args) => reject(args),
         Command::Resolve(args) => resolve(args),
         Command::Reconcile(args) => reconcile(args),
-        Command::Demo(args) => crate::demo::run(args.keep),
+        Command::Demo(args) => crate::demo::run(args.keep, args.json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -730,16 +734,146 @@ fn ledger(args: LedgerArgs) -> Result<(), String> {
             Ok(())
         }
         LedgerCommand::Show { sik } => {
-            let Some(core) = cores.iter().find(|c| c.sik.as_str() == sik) else {
+            let key = interlock_spec::ids::Sik::parse(&sik).map_err(|e| format!("SIK: {e}"))?;
+            let details = ledger.intent_detail(&key).map_err(|e| e.to_string())?;
+            if details.is_empty() {
                 return Err(format!("no intent {sik} in {}", args.db.display()));
+            }
+            let value: Vec<Value> = details.iter().map(detail_json).collect();
+            let value = if value.len() == 1 {
+                value.into_iter().next().unwrap_or_default()
+            } else {
+                Value::Array(value)
             };
-            let value = row(core);
             print(args.json, &value, || {
-                serde_json::to_string_pretty(&value).unwrap_or_default()
+                details
+                    .iter()
+                    .map(detail_text)
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
             });
             Ok(())
         }
     }
+}
+
+fn detail_json(d: &interlock_engine::inspect::IntentDetail) -> Value {
+    json!({"intent": d.intent, "decisions": d.decisions, "attempts": d.attempts,
+        "reconcile_findings": d.findings, "audit": d.audit})
+}
+
+/// `ledger show` for a person: the intent, then each section oldest first.
+fn detail_text(d: &interlock_engine::inspect::IntentDetail) -> String {
+    let i = &d.intent;
+    let s = |v: &Value| match v {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
+    let mut out = format!(
+        "intent {} on {}\n  {} ({}) on {}: {} {}, {}\n  state {}, attempt {}, entity {}\n  \
+         last change: {} ({})\n  mandate sha256 {}\n  first seen {} ms, updated {} ms (epoch)\n",
+        s(&i["sik"]),
+        s(&i["merchant_id"]),
+        s(&i["tool"]),
+        s(&i["kind"]),
+        s(&i["subject_id"]),
+        s(&i["amount_minor"]),
+        s(&i["currency"]),
+        s(&i["reversibility"]),
+        s(&i["state"]),
+        s(&i["attempt_seq"]),
+        s(&i["rail_entity_id"]),
+        s(&i["reason_code"]),
+        s(&i["reason"]),
+        s(&i["mandate_hash"]),
+        s(&i["first_seen_at"]),
+        s(&i["updated_at"]),
+    );
+    out.push_str(&format!("decisions ({}):\n", d.decisions.len()));
+    for x in &d.decisions {
+        let gates: Vec<String> = x["gates_json"]
+            .as_array()
+            .map(|gates| {
+                gates
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "{} {} {}",
+                            s(&g["gate"]),
+                            s(&g["verdict"]),
+                            s(&g["reason_code"])
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  at {} ms: {} {} {} by {} [{}]\n",
+            s(&x["decided_at"]),
+            s(&x["verdict"]),
+            s(&x["outcome"]),
+            s(&x["reason_code"]),
+            s(&x["agent_id"]),
+            gates.join("; ")
+        ));
+    }
+    out.push_str(&format!("attempts ({}):\n", d.attempts.len()));
+    for x in &d.attempts {
+        out.push_str(&format!(
+            "  #{} started {} ms, finished {}: {} entity {} fee {} tax {} {}\n",
+            s(&x["attempt_seq"]),
+            s(&x["started_at"]),
+            s(&x["finished_at"]),
+            s(&x["outcome"]),
+            s(&x["rail_entity_id"]),
+            s(&x["fee_minor"]),
+            s(&x["tax_minor"]),
+            s(&x["detail"]),
+        ));
+    }
+    out.push_str(&format!("reconcile findings ({}):\n", d.findings.len()));
+    for x in &d.findings {
+        out.push_str(&format!(
+            "  attempt {} at {} ms: {} ({} page(s), exhausted {}, lag elapsed {}) matched {}\n",
+            s(&x["attempt_seq"]),
+            s(&x["queried_at"]),
+            s(&x["outcome"]),
+            s(&x["pages_scanned"]),
+            s(&x["pagination_exhausted"]),
+            s(&x["lag_elapsed"]),
+            s(&x["matched_entity_id"]),
+        ));
+    }
+    out.push_str(&format!("audit ({} record(s)):\n", d.audit.len()));
+    for x in &d.audit {
+        let p = &x["payload_json"];
+        let record = &p["record"];
+        let change = match (&record["from"]["state"], &record["to"]["state"]) {
+            (Value::String(from), Value::String(to)) => format!("{from} -> {to}"),
+            _ => format!("-> {}", s(&record["core"]["state"])),
+        };
+        let by = match (&p["context"]["by"], &p["context"]["why"]) {
+            (Value::String(who), Value::String(why)) => format!(" by {who}: {why}"),
+            (Value::String(who), _) => format!(" by {who}"),
+            _ => String::new(),
+        };
+        let reason = match &p["reason_code"] {
+            Value::String(code) => format!(" [{code}]"),
+            _ => String::new(),
+        };
+        let detail = match &p["detail"] {
+            Value::Null => String::new(),
+            other => format!(" {}", s(other)),
+        };
+        out.push_str(&format!(
+            "  seq {} at {} ms: {} {change}{reason}{by}{detail}\n",
+            s(&x["seq"]),
+            s(&x["ts"]),
+            s(&x["kind"]),
+        ));
+    }
+    out.trim_end().to_owned()
 }
 
 fn audit_verify(db: &Path, json_out: bool) -> Result<(), String> {

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
@@ -19,6 +21,23 @@ const CALL_BOUND: Duration = Duration::from_secs(30);
 
 /// The mock rail's binary name, looked up next to the running `interlock`.
 const MOCK: &str = "interlock-rail-mock";
+
+/// `--json`: the story goes to stderr and one JSON document to stdout at the end. A static,
+/// because the demo is one run of one process and `say!` is used from free functions.
+static JSON_OUT: AtomicBool = AtomicBool::new(false);
+/// Each step's `interlock` block, in order, for the JSON document.
+static DECISIONS: Mutex<Vec<Value>> = Mutex::new(Vec::new());
+
+/// A line of the story: stdout, or stderr under `--json`.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if JSON_OUT.load(Ordering::Relaxed) {
+            eprintln!($($arg)*)
+        } else {
+            println!($($arg)*)
+        }
+    };
+}
 
 struct Demo {
     exe: PathBuf,
@@ -36,8 +55,10 @@ fn expect(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     if ok { Ok(()) } else { Err(why()) }
 }
 
-/// Runs the demo; `keep` leaves the temporary directory in place.
-pub fn run(keep: bool) -> Result<(), String> {
+/// Runs the demo; `keep` leaves the temporary directory in place; `json` prints one JSON
+/// document (the decisions, the ledger, the journal) on stdout and the story on stderr.
+pub fn run(keep: bool, json: bool) -> Result<(), String> {
+    JSON_OUT.store(json, Ordering::Relaxed);
     let started = Instant::now();
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mock = exe
@@ -65,27 +86,48 @@ pub fn run(keep: bool) -> Result<(), String> {
         mandate: dir.join("mandate.yaml"),
         dir,
     };
-    println!("Interlock demo, in {}", demo.dir.display());
+    say!("Interlock demo, in {}", demo.dir.display());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = rt.block_on(demo.story());
     rt.shutdown_timeout(Duration::from_secs(1));
+    let seconds = started.elapsed().as_secs_f64();
+    let decisions = DECISIONS
+        .lock()
+        .map(|d| d.clone())
+        .unwrap_or_else(|p| p.into_inner().clone());
     match result {
-        Ok(()) => {
-            println!("demo passed in {:.1} s", started.elapsed().as_secs_f64());
+        Ok(end) => {
+            say!("demo passed in {seconds:.1} s");
             if keep {
-                println!("files kept in {}", demo.dir.display());
+                say!("files kept in {}", demo.dir.display());
             } else {
                 let _ = std::fs::remove_dir_all(&demo.dir);
             }
+            if json {
+                let kept = keep.then(|| demo.dir.display().to_string());
+                println!(
+                    "{}",
+                    json!({"passed": true, "seconds": seconds, "dir": kept,
+                        "decisions": decisions, "ledger": end["ledger"],
+                        "journal": end["journal"], "stamped_entities": end["stamped_entities"]})
+                );
+            }
             Ok(())
         }
-        Err(why) => Err(format!(
-            "demo FAILED: {why} (files kept in {})",
-            demo.dir.display()
-        )),
+        Err(why) => {
+            let why = format!("demo FAILED: {why} (files kept in {})", demo.dir.display());
+            if json {
+                println!(
+                    "{}",
+                    json!({"passed": false, "seconds": seconds, "error": why,
+                        "dir": demo.dir.display().to_string(), "decisions": decisions})
+                );
+            }
+            Err(why)
+        }
     }
 }
 
@@ -101,8 +143,11 @@ fn block(result: &CallToolResult) -> Value {
 /// Prints a decision on one line, the message on the next.
 fn show(result: &CallToolResult) -> Value {
     let b = block(result);
+    if let Ok(mut decisions) = DECISIONS.lock() {
+        decisions.push(b.clone());
+    }
     let entity = b["rail_entity_id"].as_str().unwrap_or("-");
-    println!(
+    say!(
         "   -> {} / {}  entity {}{}",
         b["outcome"].as_str().unwrap_or("?"),
         b["reason_code"].as_str().unwrap_or("?"),
@@ -114,7 +159,7 @@ fn show(result: &CallToolResult) -> Value {
         }
     );
     if let Some(message) = b["message"].as_str() {
-        println!("      {message}");
+        say!("      {message}");
     }
     b
 }
@@ -334,11 +379,11 @@ provenance:
             .map_err(|e| format!("interlock serve did not initialize: {e}"))
     }
 
-    async fn story(&self) -> Result<(), String> {
+    async fn story(&self) -> Result<Value, String> {
         self.seed()?;
         let pins = self.pins()?;
         self.write_mandate(&self.mandate, &pins, None)?;
-        println!(
+        say!(
             "mock rail seeded (--seed demo); mandate written with the pins of the mock's live tools\n"
         );
 
@@ -352,7 +397,7 @@ provenance:
             )
             .await?;
 
-        println!("1) benign refund: create_refund pay_1002 amount 10000");
+        say!("1) benign refund: create_refund pay_1002 amount 10000");
         let first = show(&call(&proxy, "create_refund", refund("pay_1002", 10_000)).await?);
         expect(
             first["outcome"] == "APPLIED" && first["reason_code"] == "APPLIED",
@@ -360,7 +405,7 @@ provenance:
         )?;
         let entity = first["rail_entity_id"].as_str().unwrap_or("").to_owned();
 
-        println!("\n2) the agent retries it with a fresh request: the same refund again");
+        say!("\n2) the agent retries it with a fresh request: the same refund again");
         let again = show(&call(&proxy, "create_refund", refund("pay_1002", 10_000)).await?);
         expect(
             again["reason_code"] == "IDEMPOTENT_REPLAY" && again["rail_entity_id"] == entity,
@@ -370,11 +415,9 @@ provenance:
         expect(stamped == 1, || {
             format!("step 2: {stamped} stamped refunds on pay_1002")
         })?;
-        println!("      rail: 1 refund on pay_1002");
+        say!("      rail: 1 refund on pay_1002");
 
-        println!(
-            "\n3) injected over-refund: create_refund pay_1003 amount 250000 (refundable 200000)"
-        );
+        say!("\n3) injected over-refund: create_refund pay_1003 amount 250000 (refundable 200000)");
         let over = show(&call(&proxy, "create_refund", refund("pay_1003", 250_000)).await?);
         let message = over["message"].as_str().unwrap_or("");
         expect(
@@ -388,16 +431,16 @@ provenance:
         expect(money == 1, || {
             format!("step 3: the rail saw {money} money calls, not 1")
         })?;
-        println!("      rail: no money call made");
+        say!("      rail: no money call made");
 
-        println!(
+        say!(
             "\n4) 504 after apply: create_refund pay_1005 amount 25000; the rail applies it and never answers"
         );
         let lost = show(&call(&proxy, "create_refund", refund("pay_1005", 25_000)).await?);
         expect(lost["outcome"] == "UNKNOWN", || {
             format!("step 4: expected UNKNOWN after the call timeout, got {lost}")
         })?;
-        println!("   retry storm: 5 identical retries at once");
+        say!("   retry storm: 5 identical retries at once");
         let peer = proxy.peer().clone();
         let storm: Vec<_> = (0..5)
             .map(|_| {
@@ -420,7 +463,7 @@ provenance:
                 || format!("step 4: a retry was {b}"),
             )?;
         }
-        println!("   the agent keeps retrying until the reconciler has settled it");
+        say!("   the agent keeps retrying until the reconciler has settled it");
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut calls = 6;
         let settled = loop {
@@ -443,12 +486,12 @@ provenance:
         expect(stamped == 1 && money == 2, || {
             format!("step 4: {stamped} stamped refunds on pay_1005, {money} money calls")
         })?;
-        println!(
+        say!(
             "      rail: exactly 1 refund on pay_1005 after {calls} identical calls (2 money calls in all)"
         );
         let _ = proxy.cancel().await;
 
-        println!(
+        say!(
             "\n5) drifted tool description: a proxy whose mandate pins another create_refund than the rail serves"
         );
         let drifted = self.dir.join("drifted.yaml");
@@ -462,11 +505,11 @@ provenance:
             .map_err(|e| format!("step 5: tools/list failed: {e}"))?;
         let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
         names.sort();
-        println!("   tools/list: {}", names.join(", "));
+        say!("   tools/list: {}", names.join(", "));
         expect(!names.iter().any(|n| n == "create_refund"), || {
             "step 5: the drifted create_refund was listed".into()
         })?;
-        println!("   create_refund pay_1002 amount 5000");
+        say!("   create_refund pay_1002 amount 5000");
         let refused = show(&call(&proxy, "create_refund", refund("pay_1002", 5_000)).await?);
         expect(refused["reason_code"] == "TOOL_DRIFTED", || {
             format!("step 5: expected TOOL_DRIFTED, got {refused}")
@@ -475,10 +518,10 @@ provenance:
         expect(money == 2, || {
             format!("step 5: the rail saw {money} money calls, not 2")
         })?;
-        println!("      rail: no money call made");
+        say!("      rail: no money call made");
         let _ = proxy.cancel().await;
 
-        println!(
+        say!(
             "\n6) held settlement: create_instant_settlement 10000; the balance read outlives the call bound"
         );
         let reads = self.inspect()?["call_counters"]["read_calls"]
@@ -499,7 +542,7 @@ provenance:
             format!("step 6: expected HELD, got {held}")
         })?;
         let sik = held["sik"].as_str().unwrap_or("").to_owned();
-        println!("   interlock approve {sik} --by ops@example.com");
+        say!("   interlock approve {sik} --by ops@example.com");
         let os = std::ffi::OsStr::new;
         let mut approve = vec![
             os("approve"),
@@ -523,7 +566,7 @@ provenance:
         expect(ok, || format!("step 6: approve failed: {stdout} {stderr}"))?;
         let approved: Value = serde_json::from_str(&stdout)
             .map_err(|e| format!("step 6: approve printed no JSON: {e}"))?;
-        println!(
+        say!(
             "   -> {} / {}  entity {}",
             approved["outcome"].as_str().unwrap_or("?"),
             approved["reason_code"].as_str().unwrap_or("?"),
@@ -532,7 +575,7 @@ provenance:
         expect(approved["outcome"] == "APPLIED", || {
             format!("step 6: approval did not apply: {approved}")
         })?;
-        println!("   the agent asks again");
+        say!("   the agent asks again");
         let after = show(&call(&proxy, "create_instant_settlement", settle).await?);
         expect(
             after["reason_code"] == "IDEMPOTENT_REPLAY"
@@ -545,13 +588,13 @@ provenance:
     }
 
     /// The ledger and the rail journal, then the invariant.
-    fn summary(&self) -> Result<(), String> {
+    fn summary(&self) -> Result<Value, String> {
         let os = std::ffi::OsStr::new;
-        println!("\n=== ledger (interlock ledger list) ===");
+        say!("\n=== ledger (interlock ledger list) ===");
         let (ok, text, stderr) =
             self.interlock(&[os("ledger"), os("--db"), self.db.as_os_str(), os("list")])?;
         expect(ok, || format!("ledger list failed: {stderr}"))?;
-        println!("{}", text.trim_end());
+        say!("{}", text.trim_end());
         let (ok, json_text, stderr) = self.interlock(&[
             os("ledger"),
             os("--db"),
@@ -563,9 +606,9 @@ provenance:
         let rows: Vec<Value> =
             serde_json::from_str(&json_text).map_err(|e| format!("ledger list JSON: {e}"))?;
 
-        println!("\n=== rail journal ({MOCK} inspect) ===");
+        say!("\n=== rail journal ({MOCK} inspect) ===");
         let journal = self.inspect()?;
-        println!("call counters: {}", journal["call_counters"]);
+        say!("call counters: {}", journal["call_counters"]);
         let mut stamps: Vec<(String, String)> = Vec::new();
         for (kind, what) in [("refunds", "refund"), ("settlements", "settlement")] {
             for e in journal[kind].as_array().into_iter().flatten() {
@@ -574,7 +617,7 @@ provenance:
                     .as_u64()
                     .or_else(|| e["amount_requested"].as_u64())
                     .unwrap_or(0);
-                println!(
+                say!(
                     "  {:<10} {:<21}  {:<8} {:>7}  stamp {}",
                     what,
                     e["id"].as_str().unwrap_or("?"),
@@ -613,10 +656,10 @@ provenance:
         expect(a == s, || {
             format!("the ledger's applied intents {a:?} are not the rail's stamped entities {s:?}")
         })?;
-        println!(
+        say!(
             "\ninvariant checked: entities with an Interlock stamp: {}, each stamp once, each one an APPLIED intent in the ledger",
             stamps.len()
         );
-        Ok(())
+        Ok(json!({"ledger": rows, "journal": journal, "stamped_entities": stamps.len()}))
     }
 }

@@ -6,7 +6,7 @@
 //! Both directions go through one writer task, so an error frame never interleaves with
 //! rmcp's output: stdout stays one JSON-RPC message per line.
 
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
@@ -61,9 +61,11 @@ pub fn judge(frame: &[u8]) -> Verdict {
     match message {
         Ok(_) => Verdict::Pass,
         Err(e) => {
-            // Answer with the frame's id when it has a usable one, as JSON-RPC asks.
+            // Answer with the frame's id when it has a usable one, as JSON-RPC asks. Usable is
+            // what a client can read back as a request id (a string or an i64): echoing a float
+            // or an integer past i64 would make the answer itself unreadable to it.
             let id = match value.get("id") {
-                Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+                Some(id) if serde_json::from_value::<RequestId>(id.clone()).is_ok() => id.clone(),
                 _ => Value::Null,
             };
             Verdict::Answer(error(id, INVALID_REQUEST, format!("invalid request: {e}")))
@@ -209,6 +211,26 @@ mod tests {
         assert_eq!(
             code(judge(br#"{"jsonrpc":"2.0","id":"a","nethod":"x"}"#)),
             (INVALID_REQUEST, json!("a"))
+        );
+        // Found by the jsonrpc_frame fuzzer: an id no client can read back as a request id is
+        // answered with a null id, so the answer itself stays readable.
+        for id in [
+            "2.5",
+            "2.2222222222222226e+114",
+            "18446744073709551615",
+            "true",
+            "{}",
+        ] {
+            let frame = format!(r#"{{"jsonrpc":"2.0","id":{id},"nethod":"x"}}"#);
+            assert_eq!(
+                code(judge(frame.as_bytes())),
+                (INVALID_REQUEST, Value::Null),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":-7,"nethod":"x"}"#)),
+            (INVALID_REQUEST, json!(-7))
         );
         let long = vec![b' '; FRAME_BYTES_MAX + 1];
         let mut long = long;

@@ -9,6 +9,7 @@ use interlock_engine::{Answer, Engine, Outcome};
 use interlock_spec::action;
 use interlock_spec::ids::{AgentId, ToolName};
 use interlock_spec::mandate::{Mandate, MandateTimeError};
+use interlock_spec::reason::ReasonCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -56,7 +57,7 @@ fn gate_json(g: &GateResult) -> Value {
 }
 
 /// A refusal decided by the proxy itself (before the engine): `isError`, the message first.
-fn refusal(reason_code: &str, message: String, gates: Vec<Value>) -> CallToolResult {
+fn refusal(reason_code: ReasonCode, message: String, gates: Vec<Value>) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
     result.structured_content = Some(json!({"interlock": {
         "outcome": "REFUSED",
@@ -74,7 +75,7 @@ fn unavailable(e: &crate::upstream::CallError) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
     result.structured_content = Some(json!({"interlock": {
         "outcome": "UNAVAILABLE",
-        "reason_code": "UPSTREAM_UNAVAILABLE",
+        "reason_code": ReasonCode::UpstreamUnavailable,
         "message": message,
         "sik": null,
         "gates": [],
@@ -84,12 +85,7 @@ fn unavailable(e: &crate::upstream::CallError) -> CallToolResult {
 }
 
 fn gate_refusal(g: &GateResult) -> CallToolResult {
-    let code = serde_json::to_value(g.reason_code).unwrap_or(Value::Null);
-    refusal(
-        code.as_str().unwrap_or("REFUSED"),
-        g.message.clone(),
-        vec![gate_json(g)],
-    )
+    refusal(g.reason_code, g.message.clone(), vec![gate_json(g)])
 }
 
 fn answer_result(answer: &Answer) -> CallToolResult {
@@ -108,16 +104,27 @@ fn answer_result(answer: &Answer) -> CallToolResult {
 }
 
 impl Proxy {
-    /// G1 for a tool outside the engine: the mandate is in force and grants it.
+    /// G1 before anything is read or forwarded, in the engine's order: the agent is the
+    /// mandate's, the mandate is in force, and it grants the tool. (The merchant is the
+    /// mandate's by construction: the proxy takes it from there, never from the arguments.)
     fn scope(&self, tool: &ToolName) -> Option<GateResult> {
         let mandate: &Mandate = self.engine.mandate();
         let now = interlock_spec_now();
         let block = |code, message: String| Some(GateResult::block(gates::Gate::G1, code, message));
+        if self.agent_id != mandate.agent_id {
+            return block(
+                ReasonCode::AgentMismatch,
+                format!(
+                    "agent {} is not the agent mandate {} authorises ({})",
+                    self.agent_id, mandate.mandate_id, mandate.agent_id
+                ),
+            );
+        }
         match mandate.check_active(now) {
             Ok(()) => {}
             Err(MandateTimeError::Expired { expires_at, .. }) => {
                 return block(
-                    interlock_spec::reason::ReasonCode::MandateExpired,
+                    ReasonCode::MandateExpired,
                     format!(
                         "mandate {} expired at {expires_at} (epoch ms); a human must issue a new one",
                         mandate.mandate_id
@@ -126,7 +133,7 @@ impl Proxy {
             }
             Err(MandateTimeError::NotYetValid { issued_at, .. }) => {
                 return block(
-                    interlock_spec::reason::ReasonCode::MandateNotYetValid,
+                    ReasonCode::MandateNotYetValid,
                     format!(
                         "mandate {} is valid from {issued_at} (epoch ms)",
                         mandate.mandate_id
@@ -136,7 +143,7 @@ impl Proxy {
         }
         if mandate.grant(tool).is_none() {
             return block(
-                interlock_spec::reason::ReasonCode::ToolNotGranted,
+                ReasonCode::ToolNotGranted,
                 format!(
                     "mandate {} does not grant {tool}; it grants {}",
                     mandate.mandate_id,
@@ -152,7 +159,7 @@ impl Proxy {
         let Ok(tool) = ToolName::parse(&name) else {
             let mandate = self.engine.mandate();
             return Ok(refusal(
-                "TOOL_NOT_GRANTED",
+                ReasonCode::ToolNotGranted,
                 format!(
                     "mandate {} does not grant {name:?}; it grants {}",
                     mandate.mandate_id,
@@ -168,24 +175,17 @@ impl Proxy {
         // is a bypass.
         let live = match self.upstream.tools().await {
             Ok(tools) => self.upstream.live_tool(&tools, &name),
-            Err(e) => {
-                // Nothing is sent anywhere: the agent may retry as is.
-                tracing::warn!(tool = %name, "cannot read the upstream's tools: {e}");
-                return Ok(unavailable(&e));
-            }
+            // Nothing is sent anywhere: the agent may retry as is.
+            Err(e) => return Ok(unavailable(&e)),
         };
         let Some(kind) = money_kind(&name) else {
             let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
             if g6.verdict != interlock_machine::Verdict::Allow {
-                tracing::warn!(tool = %name, reason = ?g6.reason_code, "{}", g6.message);
                 return Ok(gate_refusal(&g6));
             }
             return match self.upstream.call(&name, request.arguments).await {
                 Ok(result) => Ok(result),
-                Err(e) => {
-                    tracing::warn!(tool = %name, "read failed: {e}");
-                    Ok(unavailable(&e))
-                }
+                Err(e) => Ok(unavailable(&e)),
             };
         };
         let args = request
@@ -203,41 +203,78 @@ impl Proxy {
         let proposed = match parsed {
             Ok(proposed) => proposed,
             Err(e) => {
-                tracing::info!(tool = %name, verdict = "REFUSED", "arguments refused: {e}");
                 return Ok(refusal(
-                    "ARGUMENTS_INVALID",
+                    ReasonCode::ArgumentsInvalid,
                     format!("refused before any check: {e}; nothing was sent to the rail"),
                     Vec::new(),
                 ));
             }
         };
         let engine = self.engine.clone();
-        let started = Instant::now();
         let answer = tokio::task::spawn_blocking(move || engine.propose(&proposed, live.as_ref()))
             .await
             .map_err(|e| McpError::internal_error(format!("the engine task failed: {e}"), None))?;
-        let latency_ms = started.elapsed().as_secs_f64() * 1e3;
         match answer {
-            Ok(answer) => {
-                tracing::info!(
-                    sik = answer.sik.as_ref().map(|s| s.as_str()).unwrap_or("-"),
-                    tool = %name,
-                    verdict = ?answer.outcome,
-                    reason = answer.reason_code.as_str(),
-                    latency_ms = format!("{latency_ms:.2}"),
-                    "decision"
-                );
-                Ok(answer_result(&answer))
-            }
-            Err(e) => {
-                tracing::error!(tool = %name, "engine error: {e}");
-                Err(McpError::internal_error(
-                    format!("Interlock could not decide this call: {e}"),
-                    None,
-                ))
-            }
+            Ok(answer) => Ok(answer_result(&answer)),
+            Err(e) => Err(McpError::internal_error(
+                format!("Interlock could not decide this call: {e}"),
+                None,
+            )),
         }
     }
+}
+
+/// The one log line of a `tools/call` decision (stderr, target `interlock::server`): SIK, tool,
+/// verdict, reason code, latency and the sentence. A granted read forwarded unchanged carries no
+/// `interlock` block: its verdict is `FORWARDED` (and the upstream's own `isError` is noted).
+fn log_decision(
+    tool: &str,
+    result: &Result<CallToolResult, McpError>,
+    elapsed: std::time::Duration,
+) {
+    let latency_ms = format!("{:.2}", elapsed.as_secs_f64() * 1e3);
+    let result = match result {
+        Ok(result) => result,
+        Err(e) => {
+            tracing::error!(
+                sik = "-",
+                tool = %tool,
+                verdict = "ERROR",
+                reason = "-",
+                latency_ms = %latency_ms,
+                why = %e.message,
+                "decision"
+            );
+            return;
+        }
+    };
+    let block = result
+        .structured_content
+        .as_ref()
+        .and_then(|content| content.get("interlock"));
+    let text = |block: Option<&Value>, key: &str| {
+        block
+            .and_then(|b| b.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let (verdict, reason) = match block {
+        Some(_) => (text(block, "outcome"), text(block, "reason_code")),
+        None if result.is_error == Some(true) => {
+            ("FORWARDED".to_owned(), "UPSTREAM_ERROR".to_owned())
+        }
+        None => ("FORWARDED".to_owned(), "-".to_owned()),
+    };
+    tracing::info!(
+        sik = %text(block, "sik"),
+        tool = %tool,
+        verdict = %verdict,
+        reason = %reason,
+        latency_ms = %latency_ms,
+        why = %text(block, "message"),
+        "decision"
+    );
 }
 
 fn granted(mandate: &Mandate) -> Vec<&str> {
@@ -296,10 +333,16 @@ impl ServerHandler for ProxyServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let proxy = self.0.clone();
-        // Worked to its end in its own task even if the agent goes away mid-call.
-        let result = tokio::spawn(async move { proxy.call(request).await })
-            .await
-            .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))??;
+        let started = Instant::now();
+        let tool = request.name.to_string();
+        // Worked to its end, and logged, in its own task even if the agent goes away mid-call.
+        let result = tokio::spawn(async move {
+            let result = proxy.call(request).await;
+            log_decision(&tool, &result, started.elapsed());
+            result
+        })
+        .await
+        .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))??;
         Ok(result.into())
     }
 }

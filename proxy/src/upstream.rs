@@ -128,12 +128,17 @@ async fn start(
     .await
     .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
     .map_err(|e| format!("the upstream {program:?} failed to initialize: {e}"))?;
-    let server_id = client
+    let server_id = server_id_of(&client);
+    Ok((client, server_id))
+}
+
+/// `name@version` as the upstream reported itself in `initialize`.
+fn server_id_of(client: &Client) -> String {
+    client
         .peer_info()
         .and_then(|info| info.server_info.clone())
         .map(|s| format!("{}@{}", s.name, s.version))
-        .unwrap_or_else(|| "unknown@unknown".to_owned());
-    Ok((client, server_id))
+        .unwrap_or_else(|| "unknown@unknown".to_owned())
 }
 
 impl Upstream {
@@ -145,6 +150,33 @@ impl Upstream {
             handler,
             command: command.to_vec(),
             server_id,
+            timeout,
+            session: tokio::sync::Mutex::new(Session {
+                client: Some(Arc::new(client)),
+                failures: 0,
+                next_try: tokio::time::Instant::now(),
+                last_error: String::new(),
+            }),
+        })
+    }
+
+    /// An upstream already reachable over `transport` (in process: the `jsonrpc_frame` fuzz
+    /// target runs the mock rail on a pipe). It has no command, so once it dies every call is
+    /// answered as unavailable.
+    pub async fn over<T, E, A>(transport: T, timeout: Duration) -> Result<Upstream, String>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let handler = UpstreamHandler::default();
+        let client = tokio::time::timeout(timeout, handler.clone().serve(transport))
+            .await
+            .map_err(|_| "the upstream did not complete initialize in time".to_owned())?
+            .map_err(|e| format!("the upstream failed to initialize: {e}"))?;
+        Ok(Upstream {
+            handler,
+            command: Vec::new(),
+            server_id: server_id_of(&client),
             timeout,
             session: tokio::sync::Mutex::new(Session {
                 client: Some(Arc::new(client)),

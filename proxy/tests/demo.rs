@@ -36,3 +36,54 @@ fn the_demo_runs_its_six_steps_and_exits_zero() {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
 }
+
+#[test]
+fn the_demo_with_json_prints_one_document_and_tells_the_story_on_stderr() {
+    mock_bin();
+    let out = Command::new(BIN)
+        .args(["demo", "--json"])
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run interlock demo --json");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(doc["passed"], true);
+    let decisions: Vec<String> = doc["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["outcome"].as_str().unwrap(),
+                d["reason_code"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for expected in [
+        "APPLIED/APPLIED",
+        "APPLIED/IDEMPOTENT_REPLAY",
+        "REFUSED/REFUND_EXCEEDS_REFUNDABLE",
+        "UNKNOWN/OUTCOME_UNKNOWN",
+        "REFUSED/TOOL_DRIFTED",
+        "HELD/REFERENT_UNRESOLVABLE_HELD",
+    ] {
+        assert!(
+            decisions.iter().any(|d| d == expected),
+            "{expected} not in {decisions:?}"
+        );
+    }
+    assert_eq!(doc["stamped_entities"], 3);
+    assert_eq!(
+        doc["ledger"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["state"] == "APPLIED")
+            .count(),
+        3
+    );
+    assert!(stderr.contains("demo passed in"), "{stderr}");
+}

@@ -383,6 +383,37 @@ fn serve_refuses_a_live_key_and_an_expired_mandate() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--allow-live"), "{stderr}");
 
+    // With --allow-live it starts and answers initialize.
+    let mut live = std::process::Command::new(BIN)
+        .args(scene.serve_args("none", &["--allow-live"]))
+        .env("RAZORPAY_KEY_ID", "rzp_live_abc123")
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = live.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
+"#,
+    )
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(live.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    drop(stdin);
+    let answer: Value = serde_json::from_str(&line).expect("an initialize answer");
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "interlock",
+        "{line}"
+    );
+    assert!(live.wait().unwrap().success());
+
     let text = std::fs::read_to_string(&scene.mandate).unwrap();
     let expired = scene.dir.join("expired.yaml");
     std::fs::write(
@@ -422,43 +453,72 @@ fn serve_refuses_a_live_key_and_an_expired_mandate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_upstream_is_restarted_and_its_last_call_reconciled() {
+async fn a_dead_upstream_is_unavailable_until_it_restarts_then_its_last_call_is_reconciled() {
     let scene = scene("conn-reset", &[]);
-    // The first money call is applied, then the mock exits without answering.
-    let proxy = scene
-        .proxy("conn_reset@1", &["--reconcile-every-ms", "200"])
-        .await;
-    let first = proxy.refund("pay_1004", 100).await;
-    let info = block(&first);
-    // pay_1004 is fully refunded: the engine refuses before any money call.
-    assert_eq!(info["outcome"], "REFUSED", "{info}");
+    // The upstream is the mock behind a shell that refuses to start while `down` exists: the
+    // first money call is applied and the mock exits without answering (`conn_reset@1`); its
+    // restarts then fail until `down` is removed.
+    let down = scene.dir.join("down");
+    let mut args = scene.serve_args("conn_reset@1", &["--reconcile-every-ms", "200"]);
+    let at = args.iter().position(|a| a == "--").expect("--") + 1;
+    let mock: Vec<String> = args
+        .split_off(at)
+        .iter()
+        .map(|a| format!("'{}'", a.to_string_lossy()))
+        .collect();
+    args.extend([
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "if [ -e '{}' ]; then exit 1; fi; exec {}",
+            down.display(),
+            mock.join(" ")
+        )
+        .into(),
+    ]);
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(args)
+        .env("RUST_LOG", "interlock=info,warn")
+        .env_remove("RAZORPAY_KEY_ID");
+    let proxy = connect(cmd).await;
+    std::fs::write(&down, b"").unwrap();
     let first = proxy.refund("pay_1002", 4_321).await;
     let info = block(&first);
     assert_eq!(first.is_error, Some(true));
     assert_eq!(info["outcome"], "UNKNOWN", "{info}");
+    // Down: every call is told to retry, and nothing is sent anywhere.
+    for _ in 0..3 {
+        let again = proxy.refund("pay_1002", 4_321).await;
+        let info = block(&again);
+        assert_eq!(info["outcome"], "UNAVAILABLE", "{info}");
+        assert_eq!(info["reason_code"], "UPSTREAM_UNAVAILABLE", "{info}");
+        assert_eq!(info["retryable"], true, "{info}");
+        assert_eq!(info["sik"], Value::Null, "{info}");
+        let text = text_of(&again);
+        assert!(
+            text.contains("being restarted") && text.contains("retry"),
+            "{text}"
+        );
+        let read = proxy
+            .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+            .await;
+        assert_eq!(block(&read)["reason_code"], "UPSTREAM_UNAVAILABLE");
+    }
+    std::fs::remove_file(&down).unwrap();
+    // Up again within the backoff's bound: the reconciler settles the call, never resending it.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut unavailable = 0;
     let replay = loop {
         let again = proxy.refund("pay_1002", 4_321).await;
         let info = block(&again);
         match info["outcome"].as_str().unwrap() {
             "APPLIED" => break info,
-            "UNAVAILABLE" => {
-                unavailable += 1;
-                assert_eq!(info["reason_code"], "UPSTREAM_UNAVAILABLE");
-                assert!(text_of(&again).contains("retry"), "{}", text_of(&again));
-            }
-            "IN_PROGRESS" | "UNKNOWN" => {}
+            "UNAVAILABLE" | "IN_PROGRESS" | "UNKNOWN" => {}
             other => panic!("{other}: {info}"),
         }
         assert!(Instant::now() < deadline, "not reconciled in time: {info}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(
-        replay["reason_code"], "IDEMPOTENT_REPLAY",
-        "{replay} ({unavailable} unavailable)"
-    );
-    // A read works again through the restarted upstream.
+    assert_eq!(replay["reason_code"], "IDEMPOTENT_REPLAY", "{replay}");
     let payment = proxy
         .call("fetch_payment", json!({"payment_id": "pay_1002"}))
         .await;
@@ -469,12 +529,167 @@ async fn a_dead_upstream_is_restarted_and_its_last_call_reconciled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_outlives_the_call_bound_is_unavailable_and_retryable() {
+    let scene = scene("slow-read", &[]);
+    let proxy = scene
+        .proxy("slow=3000@1", &["--call-timeout-ms", "1000"])
+        .await;
+    let started = Instant::now();
+    let slow = proxy
+        .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+        .await;
+    let info = block(&slow);
+    assert_eq!(slow.is_error, Some(true));
+    assert_eq!(info["reason_code"], "UPSTREAM_UNAVAILABLE", "{info}");
+    assert_eq!(info["retryable"], true);
+    assert!(text_of(&slow).contains("did not answer in time"), "{info}");
+    assert!(
+        started.elapsed() < Duration::from_millis(2_900),
+        "bounded by the call timeout"
+    );
+    let again = proxy
+        .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+        .await;
+    assert_ne!(again.is_error, Some(true), "{}", text_of(&again));
+    proxy.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_call_is_one_decision_line_on_stderr() {
+    let scene = scene("decision-log", &[]);
+    let log = scene.dir.join("stderr.log");
+    let proxy = connect_with_stderr(
+        scene.command("none", &[]),
+        std::fs::File::create(&log).unwrap().into(),
+    )
+    .await;
+    let applied = proxy.refund("pay_1002", 10_000).await;
+    let sik = block(&applied)["sik"].as_str().unwrap().to_owned();
+    proxy.refund("pay_1002", 10_000).await;
+    proxy.refund("pay_1003", 250_000).await;
+    proxy
+        .call(
+            "create_refund",
+            json!({"payment_id": "pay_1002", "amount": 1.5}),
+        )
+        .await;
+    proxy.call("fetch_balance", json!({})).await;
+    proxy
+        .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+        .await;
+    proxy.close().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let decisions = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        let decisions: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains(" decision "))
+            .map(str::to_owned)
+            .collect();
+        if decisions.len() >= 6 || Instant::now() > deadline {
+            break decisions;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(decisions.len(), 6, "{decisions:#?}");
+    for line in &decisions {
+        for field in ["sik=", "tool=", "verdict=", "reason=", "latency_ms="] {
+            assert!(line.contains(field), "{field} missing: {line}");
+        }
+    }
+    let expect = [
+        ("APPLIED", "APPLIED"),
+        ("APPLIED", "IDEMPOTENT_REPLAY"),
+        ("REFUSED", "REFUND_EXCEEDS_REFUNDABLE"),
+        ("REFUSED", "ARGUMENTS_INVALID"),
+        ("REFUSED", "TOOL_NOT_GRANTED"),
+        ("FORWARDED", "-"),
+    ];
+    for ((verdict, reason), line) in expect.iter().zip(&decisions) {
+        assert!(
+            line.contains(&format!("verdict={verdict} "))
+                && line.contains(&format!("reason={reason} ")),
+            "{verdict}/{reason}: {line}"
+        );
+    }
+    assert!(
+        decisions[0].contains(&format!("sik={sik} ")),
+        "{}",
+        decisions[0]
+    );
+    assert!(
+        decisions[0].contains("tool=create_refund"),
+        "{}",
+        decisions[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_settings_from_the_environment_and_names_a_missing_one() {
+    let scene = scene("env", &[]);
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["serve", "--"])
+        .arg(mock_bin())
+        .arg("--journal")
+        .arg(&scene.journal)
+        .args(["--seed", "demo", "--log-level", "error"])
+        .env("INTERLOCK_MANDATE", &scene.mandate)
+        .env("INTERLOCK_AGENT_ID", AGENT)
+        .env("INTERLOCK_CALL_TIMEOUT_MS", "5000")
+        .env("INTERLOCK_RECONCILE_EVERY_MS", "500")
+        .env_remove("INTERLOCK_DB_PATH")
+        .env("RUST_LOG", "error")
+        .env_remove("RAZORPAY_KEY_ID");
+    let proxy = connect(cmd).await;
+    let result = proxy.refund("pay_1002", 1_000).await;
+    assert_eq!(block(&result)["outcome"], "APPLIED", "{}", text_of(&result));
+    proxy.close().await;
+    // Without --db or INTERLOCK_DB_PATH the ledger sits beside the mandate.
+    assert!(scene.dir.join("mandate.ledger.db").exists());
+    assert!(!scene.db.exists());
+
+    for (missing, env) in [
+        ("--mandate", "INTERLOCK_MANDATE"),
+        ("--agent", "INTERLOCK_AGENT_ID"),
+    ] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(["serve", "--"])
+            .arg(mock_bin())
+            .env("INTERLOCK_MANDATE", &scene.mandate)
+            .env("INTERLOCK_AGENT_ID", AGENT)
+            .env_remove(env)
+            .stdin(std::process::Stdio::null());
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{missing}");
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(missing), "{missing}: {stderr}");
+    }
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for env in [
+        "INTERLOCK_MANDATE",
+        "INTERLOCK_DB_PATH",
+        "INTERLOCK_AGENT_ID",
+        "INTERLOCK_CALL_TIMEOUT_MS",
+        "INTERLOCK_ALLOW_LIVE",
+        "INTERLOCK_LEASE_TTL_MS",
+        "INTERLOCK_RECONCILE_EVERY_MS",
+    ] {
+        assert!(help.contains(env), "serve --help names {env}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_arguments_get_clear_refusals_and_leave_the_ledger_unchanged() {
     let scene = scene("hostile", &[]);
     let proxy = scene.proxy("none", &[]).await;
     let mut nested = json!(1);
-    // 100, not 200: past serde_json's recursion limit (128) rmcp drops the frame unanswered
-    // (seen: no answer in 30 s), a gap this test does not cover yet.
+    // 100, not 200: past serde_json's recursion limit (128) the frame guard answers -32700
+    // before anything is parsed (`nothing_but_json_rpc_is_written_to_stdout`).
     for _ in 0..100 {
         nested = json!({ "n": nested });
     }

@@ -106,6 +106,40 @@ async fn held_settlements_are_approved_or_rejected_by_a_human() {
     assert_eq!(settlements.len(), 1);
     assert_eq!(settlements[0]["id"], entity.as_str());
 
+    // `ledger show` has the approval in the audit log, with who and why, and the rejection too.
+    let show = |sik: &str, json: bool| {
+        let mut args = vec![
+            OsStr::new("ledger"),
+            OsStr::new("--db"),
+            scene.db.as_os_str(),
+            OsStr::new("show"),
+            OsStr::new(sik),
+        ];
+        if json {
+            args.push(OsStr::new("--json"));
+        }
+        let (code, stdout, stderr) = interlock(&args);
+        assert_eq!(code, 0, "{stderr}");
+        stdout
+    };
+    let approved_detail: Value = serde_json::from_str(&show(&sik, true)).unwrap();
+    let released = approved_detail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "HOLD_RELEASED")
+        .expect("the release is audited");
+    assert_eq!(
+        released["payload_json"]["context"]["by"],
+        "ops@example.com (the balance was checked by hand)"
+    );
+    assert_eq!(approved_detail["intent"]["amount_minor"], 10_000);
+    let text = show(&other_sik, false);
+    assert!(
+        text.contains("HOLD_REJECTED HELD -> BLOCKED [REJECTED] by ops@example.com: not needed"),
+        "{text}"
+    );
+
     // A second approval of the same intent is refused (exit 1), and nothing moves.
     let (code, _, stderr) = interlock(&approve);
     assert_eq!(code, 1, "{stderr}");
@@ -234,7 +268,131 @@ async fn reconcile_settles_an_unknown_outcome_from_the_command_line() {
         OsStr::new(&sik),
         OsStr::new("--json"),
     ]);
-    let row: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(row["state"], "APPLIED", "{row}");
+    // `ledger show`: the intent in full, its decision, its attempt, the finding that settled it
+    // and its audit records, for a machine and for a person.
+    let detail: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(detail["intent"]["state"], "APPLIED", "{detail}");
+    assert_eq!(detail["intent"]["sik"], sik.as_str());
+    assert_eq!(detail["intent"]["amount_minor"], 5_555);
+    let decisions = detail["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{detail}");
+    assert!(
+        decisions[0]["gates_json"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["gate"] == "G2" && g["reason_code"] == "VALUE_OK"),
+        "{detail}"
+    );
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{detail}");
+    assert_eq!(attempts[0]["outcome"], "AMBIGUOUS", "{detail}");
+    let findings = detail["reconcile_findings"].as_array().unwrap();
+    assert_eq!(findings.last().unwrap()["outcome"], "APPLIED", "{detail}");
+    let entity = findings.last().unwrap()["matched_entity_id"].clone();
+    assert_eq!(detail["intent"]["rail_entity_id"], entity);
+    let kinds: Vec<&str> = detail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"INTENT_PROPOSED"), "{kinds:?}");
+    assert!(kinds.contains(&"RAIL_AMBIGUOUS"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"RECONCILE_FOUND_APPLIED"), "{kinds:?}");
+    let (code, text, _) = interlock(&[
+        OsStr::new("ledger"),
+        OsStr::new("--db"),
+        scene.db.as_os_str(),
+        OsStr::new("show"),
+        OsStr::new(&sik),
+    ]);
+    assert_eq!(code, 0);
+    for part in [
+        "state APPLIED",
+        "decisions (1):",
+        "attempts (1):",
+        "AMBIGUOUS",
+        "reconcile findings (",
+        "RECONCILE_FOUND_APPLIED",
+        entity.as_str().unwrap(),
+    ] {
+        assert!(text.contains(part), "{part} missing from:\n{text}");
+    }
     assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+
+    // Settling by hand is only for quarantined intents: refused here, exit 1, nothing changed.
+    let (code, _, stderr) = interlock(&[
+        OsStr::new("resolve"),
+        OsStr::new(&sik),
+        OsStr::new("--mandate"),
+        scene.mandate.as_os_str(),
+        OsStr::new("--db"),
+        scene.db.as_os_str(),
+        OsStr::new("--by"),
+        OsStr::new("ops@example.com"),
+        OsStr::new("--not-applied"),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cannot resolve"), "{stderr}");
+    let (code, _, stderr) = interlock(&[
+        OsStr::new("ledger"),
+        OsStr::new("--db"),
+        scene.db.as_os_str(),
+        OsStr::new("show"),
+        OsStr::new("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no intent"), "{stderr}");
+}
+
+#[test]
+fn every_command_has_help_and_the_exit_codes_are_stated() {
+    let commands: &[&[&str]] = &[
+        &[],
+        &["init"],
+        &["serve"],
+        &["check"],
+        &["pin"],
+        &["ledger"],
+        &["ledger", "list"],
+        &["ledger", "show"],
+        &["audit"],
+        &["audit", "verify"],
+        &["approve"],
+        &["reject"],
+        &["resolve"],
+        &["reconcile"],
+        &["demo"],
+    ];
+    for command in commands {
+        let mut args: Vec<&OsStr> = command.iter().map(OsStr::new).collect();
+        args.push(OsStr::new("--help"));
+        let (code, stdout, stderr) = interlock(&args);
+        assert_eq!(code, 0, "{command:?} --help: {stderr}");
+        assert!(stdout.contains("Usage: interlock"), "{command:?}: {stdout}");
+    }
+    let (_, stdout, _) = interlock(&[OsStr::new("--help")]);
+    assert!(stdout.contains("Exit codes: 0 ok; 1 refused or a failed check; 2 usage"));
+    // Every command that prints a result has --json.
+    for command in [
+        "init",
+        "check",
+        "pin",
+        "ledger",
+        "approve",
+        "reject",
+        "resolve",
+        "reconcile",
+        "demo",
+    ] {
+        let (_, stdout, _) = interlock(&[OsStr::new(command), OsStr::new("--help")]);
+        assert!(stdout.contains("--json"), "{command} --help lacks --json");
+    }
+    let (_, stdout, _) = interlock(&[
+        OsStr::new("audit"),
+        OsStr::new("verify"),
+        OsStr::new("--help"),
+    ]);
+    assert!(stdout.contains("--json"));
 }

@@ -1,6 +1,7 @@
 //! End to end with a real MCP peer no one here wrote: the Python `mcp` 2.x client →
-//! `interlock serve` → `interlock-rail-mock`, with the rail's journal read back by
-//! `interlock-rail-mock inspect --journal`.
+//! `interlock serve` → `interlock-rail-mock`, through every reason code an agent can meet
+//! (`tests/python/e2e.py` lists the scenes, and the codes it cannot reach with why), with the
+//! rail's journals read back by `interlock-rail-mock inspect --journal`.
 //!
 //! The test makes its own venv under `target/tmp/` and installs `mcp` from PyPI into it the
 //! first time, so a fresh machine needs nothing by hand beyond `python3` with `venv`. If pip
@@ -10,23 +11,79 @@ mod common;
 #[path = "../../rail-mock/tests/common/python_venv.rs"]
 mod python_venv;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
 use common::*;
+use interlock_spec::reason::ReasonCode;
 use python_venv::{tail, venv_python};
 use serde_json::Value;
 
+/// The codes an agent cannot meet through the proxy in front of the mock, each with why (the
+/// script's docstring says the same). Everything else must be seen.
+const UNREACHABLE: &[(ReasonCode, &str)] = &[
+    (
+        ReasonCode::MerchantMismatch,
+        "the proxy takes the merchant from the mandate",
+    ),
+    (
+        ReasonCode::MandateNotYetValid,
+        "serve refuses to start with it (the script checks that refusal)",
+    ),
+    (
+        ReasonCode::PaymentNotCaptured,
+        "every payment the mock seeds is captured",
+    ),
+    (
+        ReasonCode::ModelSilent,
+        "the proxy runs no advisory model (no G5)",
+    ),
+    (ReasonCode::ModelHeld, "the proxy runs no advisory model"),
+    (ReasonCode::ModelBlocked, "the proxy runs no advisory model"),
+    (
+        ReasonCode::Quarantined,
+        "six back-off reconcile passes take minutes of wall time",
+    ),
+];
+
+fn inspect(journal: &str) -> Value {
+    let out = Command::new(mock_bin())
+        .args(["inspect", "--journal", journal, "--log-level", "error"])
+        .output()
+        .expect("run inspect");
+    assert!(out.status.success(), "inspect {journal} failed");
+    serde_json::from_slice(&out.stdout).expect("inspect prints JSON")
+}
+
+fn stamped(journal: &Value, kind: &str, payment: Option<&str>) -> Vec<Value> {
+    journal[kind]
+        .as_array()
+        .expect("entities")
+        .iter()
+        .filter(|e| e["notes"]["interlock_sik"].is_string())
+        .filter(|e| payment.is_none_or(|p| e["payment_id"] == p))
+        .cloned()
+        .collect()
+}
+
 #[test]
-fn the_python_mcp_client_through_interlock_gets_every_decision_and_one_entity() {
+fn the_python_mcp_client_through_interlock_meets_every_reachable_reason_code() {
     let python = venv_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e.py");
-    let scene = scene("python-e2e", &[]);
+    let dir = fresh_dir("python-e2e");
+    let pins_file = dir.join("pins.json");
+    std::fs::write(&pins_file, pins().to_string()).unwrap();
     let out = Command::new(&python)
         .arg(&script)
-        .arg("--")
+        .arg("--interlock")
         .arg(BIN)
-        .args(scene.serve_args("none", &[]))
+        .arg("--mock")
+        .arg(mock_bin())
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--pins")
+        .arg(&pins_file)
         .env_remove("RAZORPAY_KEY_ID")
         .output()
         .expect("run e2e.py");
@@ -44,26 +101,60 @@ fn the_python_mcp_client_through_interlock_gets_every_decision_and_one_entity() 
         .and_then(|j| serde_json::from_str(&j).ok())
         .expect("the script's summary line");
 
-    // The rail's journal, read by `interlock-rail-mock inspect --journal`.
-    let benign = scene.stamped_refunds_of("pay_1002");
+    // Every code is either seen or listed as unreachable with a reason, never both.
+    let seen: BTreeSet<&str> = summary["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    for code in ReasonCode::ALL {
+        let unreachable = UNREACHABLE.iter().any(|(c, _)| c == code);
+        assert!(
+            seen.contains(code.as_str()) != unreachable,
+            "{}: seen {}, listed unreachable {unreachable}",
+            code.as_str(),
+            seen.contains(code.as_str())
+        );
+    }
+    for code in &seen {
+        assert!(ReasonCode::parse(code).is_some(), "an unknown code {code}");
+    }
+
+    // The rails' journals, the ground truth.
+    let main = inspect(summary["main_journal"].as_str().unwrap());
+    let benign = stamped(&main, "refunds", Some("pay_1002"));
     assert_eq!(benign.len(), 1, "one refund on pay_1002: {benign:?}");
     assert_eq!(benign[0]["id"], summary["benign_entity"]);
-    assert_eq!(benign[0]["amount"], 10_000);
-    assert!(
-        scene.stamped_refunds_of("pay_1003").is_empty(),
-        "the over-refund never reached the rail"
-    );
-    let storm = scene.stamped_refunds_of("pay_1005");
+    assert!(stamped(&main, "refunds", Some("pay_1003")).is_empty());
+    assert!(stamped(&main, "refunds", Some("pay_2001")).is_empty());
+    let storm = stamped(&main, "refunds", Some("pay_1005"));
     assert_eq!(
         storm.len(),
         1,
         "8 concurrent refunds, one entity: {storm:?}"
     );
     assert_eq!(storm[0]["id"], summary["concurrent_entity"]);
-    let dump = scene.inspect();
+    assert_eq!(stamped(&main, "refunds", Some("pay_3003")).len(), 2);
+    let held = inspect(summary["held_journal"].as_str().unwrap());
+    let settlements = stamped(&held, "settlements", None);
     assert_eq!(
-        dump["call_counters"]["money_calls"], 2,
-        "two money calls reached the rail: {}",
-        dump["call_counters"]
+        settlements.len(),
+        1,
+        "one approved, one rejected: {settlements:?}"
     );
+    assert_eq!(settlements[0]["id"], summary["settlement_entity"]);
+
+    let tight = inspect(summary["tight_journal"].as_str().unwrap());
+    assert_eq!(stamped(&tight, "refunds", None).len(), 2);
+
+    let attempts = inspect(summary["attempts_journal"].as_str().unwrap());
+    assert!(stamped(&attempts, "refunds", None).is_empty());
+    assert_eq!(attempts["call_counters"]["money_calls"], 8);
+
+    let restart = inspect(summary["restart_journal"].as_str().unwrap());
+    let paid = stamped(&restart, "refunds", Some("pay_3007"));
+    assert_eq!(paid.len(), 1, "killed mid-call, paid once: {paid:?}");
+    assert_eq!(paid[0]["id"], summary["restart_entity"]);
+    assert_eq!(restart["call_counters"]["money_calls"], 1);
 }

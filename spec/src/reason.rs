@@ -111,6 +111,21 @@ reason_codes! {
     OutcomeUnknown => "OUTCOME_UNKNOWN",
     /// Engine: the action has used every attempt it may make.
     AttemptLimitReached => "ATTEMPT_LIMIT_REACHED",
+    /// Proxy: the tool call's arguments were refused before any gate (a float or string
+    /// amount, a reserved field, a malformed payment id…); nothing was sent to the rail.
+    ArgumentsInvalid => "ARGUMENTS_INVALID",
+    /// Proxy: the upstream is down, being restarted, or did not answer a read in time; no money
+    /// moved and the same call may be retried as is.
+    UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+}
+
+impl ReasonCode {
+    /// The codes the proxy decides on its own, before or around the engine; the engine never
+    /// produces them.
+    pub const PROXY: &'static [ReasonCode] = &[
+        ReasonCode::ArgumentsInvalid,
+        ReasonCode::UpstreamUnavailable,
+    ];
 }
 
 #[cfg(test)]

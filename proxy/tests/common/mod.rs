@@ -267,8 +267,13 @@ impl Scene {
 
 /// Starts `cmd` (an `interlock serve …` command line) and completes the MCP handshake.
 pub async fn connect(cmd: tokio::process::Command) -> Proxy {
+    connect_with_stderr(cmd, Stdio::inherit()).await
+}
+
+/// [`connect`], with the proxy's stderr (its logs) sent to `stderr`.
+pub async fn connect_with_stderr(cmd: tokio::process::Command, stderr: Stdio) -> Proxy {
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("spawn the proxy");
     let pid = transport.id().expect("child pid");

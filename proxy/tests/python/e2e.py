@@ -1,27 +1,78 @@
-"""Drive `interlock serve` with the Python `mcp` 2.x client: a real MCP peer no one here wrote.
+"""Drive `interlock serve` with the Python `mcp` 2.x client (a real MCP peer no one here wrote),
+in front of `interlock-rail-mock`, through every reason code an agent can meet.
 
-Usage: e2e.py -- COMMAND [ARGS...]
-COMMAND is the whole proxy command line (`interlock serve ... -- interlock-rail-mock ...`).
-Checks the listing, a benign refund, its idempotent replay, an over-refund, a float amount, an
-ungranted tool and 8 concurrent identical refunds. Prints one JSON line `e2e: {...}` with what
-the Rust side checks against the rail's journal, then `e2e: ok`. Exits non-zero with a message
-naming the failed check.
+Usage: e2e.py --interlock BIN --mock MOCK --dir DIR --pins PINS_JSON
+
+PINS_JSON is `interlock pin --json` of the mock. Each scene writes its own mandate (as JSON,
+which is YAML), seed, ledger and journal under DIR and starts its own proxy:
+
+- main: listing (granted, pinned and offered only); a benign refund (every gate's OK code) and
+  its replay;
+  REFUND_EXCEEDS_REFUNDABLE, AMOUNT_ABOVE_CEILING, AMOUNT_BELOW_MINIMUM,
+  REFUND_EXCEEDS_ORDER_PAID, REFERENT_UNRESOLVABLE_BLOCKED; ARGUMENTS_INVALID (float, string,
+  negative); TOOL_NOT_GRANTED; TOOL_UNPINNED, TOOL_DRIFTED, MANIFEST_UNAVAILABLE; RAIL_REJECTED;
+  8 concurrent identical refunds -> one entity; unicode distinct reasons; FEE_BUDGET_EXHAUSTED.
+- held: settlements held (their balance read outlives the call bound), AWAITING_APPROVAL,
+  `interlock approve` (APPLIED, then IDEMPOTENT_REPLAY) and `interlock reject`
+  (PREVIOUSLY_BLOCKED); UPSTREAM_UNAVAILABLE (a slow read) then the same read forwarded;
+  SETTLEMENT_EXCEEDS_BALANCE.
+- tight: WINDOW_AMOUNT_EXCEEDED, REFUNDS_PER_PAYMENT_EXCEEDED, WINDOW_CALLS_EXCEEDED.
+- attempts: every attempt answered 5xx, nothing applied: OUTCOME_UNKNOWN, IN_PROGRESS, then
+  after 8 attempts each proven absent, ATTEMPT_LIMIT_REACHED.
+- restart: the proxy SIGKILLed while its refund hangs on the rail (applied, unanswered);
+  restarted on the same ledger, boot recovery settles it; the retry is an IDEMPOTENT_REPLAY of
+  the one entity; `interlock audit verify` passes.
+- rugpull: an upstream no one here wrote (`rugpull_server.py`, the Python SDK's server) rewrites
+  a pinned tool's description while served and sends `notifications/tools/list_changed`: the
+  agent gets the notification, the tool drops out of the listing and a call is TOOL_DRIFTED.
+- rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
+  (PROVENANCE_MISSING),
+  expiring (MANDATE_EXPIRED once the mandate lapses while serving).
+
+Codes an agent cannot meet through this proxy and this mock, and why:
+- MERCHANT_MISMATCH: the proxy takes the merchant from the mandate, never from the agent.
+- MANDATE_NOT_YET_VALID: `serve` refuses to start with such a mandate (checked here: exit 1).
+- PAYMENT_NOT_CAPTURED: every payment the mock seeds is captured.
+- MODEL_SILENT, MODEL_HELD, MODEL_BLOCKED: the proxy runs no advisory model, so G5 is not in
+  its ladder at all.
+- QUARANTINED: six inconclusive reconcile passes, backing off from 2 s, take about two minutes
+  of wall time; engine/tests/reasons.rs reaches it with a manual clock.
+
+Prints one JSON line `e2e: {...}` (the codes seen, the journals to check) for the Rust side,
+then `e2e: ok`. Exits non-zero with a message naming the failed check.
 """
 
+import argparse
 import asyncio
+import copy
 import json
 import os
+import signal
+import subprocess
 import sys
+import faulthandler
+import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-GRANTED = {"fetch_payment", "create_refund", "create_instant_settlement"}
+AGENT = "agent_support_bot"
+MERCHANT = "acc_DEMO000001"
+# A call that should answer gets this long (seconds).
+CALL_TIMEOUT = 30
+# The whole run (seconds): the slowest scene, eight attempts each proven absent, takes ~25 s.
+SCRIPT_TIMEOUT = 240
+
+SEEN = set()
+
+
+class Failed(Exception):
+    """A check that did not hold."""
 
 
 def check(condition, what):
     if not condition:
-        raise SystemExit(f"e2e: FAILED: {what}")
+        raise Failed(what)
 
 
 def text_of(result):
@@ -37,97 +88,529 @@ def block(result):
     check(isinstance(info, dict), f"structuredContent.interlock, got {structured!r}")
     for key in ("outcome", "reason_code", "message", "sik", "gates"):
         check(key in info, f"interlock.{key} in {info}")
+    SEEN.add(info["reason_code"])
+    for gate in info["gates"]:
+        SEEN.add(gate["reason_code"])
     return info
 
 
-async def refund(session, payment_id, amount):
-    return await session.call_tool("create_refund", {"payment_id": payment_id, "amount": amount})
+def expect(result, code, outcome=None, words=()):
+    info = block(result)
+    check(info["reason_code"] == code, f"expected {code}, got {info}")
+    if outcome is not None:
+        check(info["outcome"] == outcome, f"expected {outcome} for {code}, got {info}")
+    if info["outcome"] != "APPLIED":
+        check(result.is_error is True, f"a refusal is isError: {info}")
+        check(text_of(result) == info["message"], f"the message comes first: {info}")
+    for word in words:
+        check(word in info["message"], f"{word!r} not in {info['message']!r}")
+    return info
 
 
-async def main(command, args):
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR")}
-    env["RUST_LOG"] = "error"
-    params = StdioServerParameters(command=command, args=args, env=env)
+class Rig:
+    """Paths and pins shared by every scene."""
+
+    def __init__(self, interlock, mock, directory, pins):
+        self.interlock = interlock
+        self.mock = mock
+        self.dir = directory
+        self.pins = pins
+        self.seed = os.path.join(directory, "seed.json")
+        with open(self.seed, "w") as f:
+            json.dump(SEED, f)
+
+    def mandate(self, name, edit=None, provenance=True):
+        grants = {
+            "fetch_payment": {
+                "reversibility": "reversible",
+                "value": {"max_amount_minor": 0, "min_amount_minor": 0, "currencies": ["INR"]},
+            },
+            "create_refund": {
+                "reversibility": "irreversible",
+                "value": {"max_amount_minor": 500000, "min_amount_minor": 100, "currencies": ["INR"]},
+            },
+            "create_instant_settlement": {
+                "reversibility": "irreversible",
+                "on_unresolvable": "hold",
+                "value": {"max_amount_minor": 100000, "min_amount_minor": 200, "currencies": ["INR"]},
+            },
+        }
+        mandate = {
+            "v": 1,
+            "mandate_id": f"mnd_{name}",
+            "merchant_id": MERCHANT,
+            "agent_id": AGENT,
+            "issued_at": 1700000000000,
+            "expires_at": 2000000000000,
+            "purpose": "Refund duplicate customer charges",
+            "scope": {"grants": grants},
+            "limits": {
+                "windows": [
+                    {"window_ms": 86400000, "max_calls": 40, "max_amount_minor": 2000000, "currency": "INR"}
+                ],
+                "fee_budgets": {"INR": {"window_ms": 86400000, "max_fee_minor": 20000}},
+            },
+            "idempotency": {
+                "create_refund": {"key_fields": ["payment_id"], "window_ms": None},
+                "create_instant_settlement": {"key_fields": ["description"], "window_ms": 86400000},
+            },
+        }
+        if provenance:
+            mandate["provenance"] = {
+                "server_id": self.pins["server_id"],
+                "manifest_sha256": self.pins["manifest_sha256"],
+                "pinned_manifests": {
+                    tool: {"sha256": self.pins["tools"][tool], "trust_tier": "pinned"} for tool in grants
+                },
+            }
+        if edit is not None:
+            edit(mandate)
+        path = os.path.join(self.dir, f"{name}.yaml")
+        with open(path, "w") as f:
+            json.dump(mandate, f, indent=1)
+        return path
+
+    def mock_args(self, name, faults="none"):
+        journal = os.path.join(self.dir, f"{name}.rail.db")
+        return journal, [self.mock, "--journal", journal, "--seed", self.seed, "--log-level", "error", "--faults", faults]
+
+    def serve(self, name, mandate, faults="none", flags=(), agent=AGENT):
+        journal, mock = self.mock_args(name, faults)
+        db = os.path.join(self.dir, f"{name}.ledger.db")
+        args = ["serve", "--mandate", mandate, "--db", db, "--agent", agent, *flags, "--", *mock]
+        return journal, db, args
+
+    def inspect(self, journal):
+        out = subprocess.run(
+            [self.mock, "inspect", "--journal", journal, "--log-level", "error"],
+            capture_output=True, text=True, check=True,
+        )
+        return json.loads(out.stdout)
+
+    def stamped(self, journal, kind, subject=None):
+        return [
+            e for e in self.inspect(journal)[kind]
+            if isinstance(e.get("notes"), dict) and "interlock_sik" in e["notes"]
+            and (subject is None or e.get("payment_id") == subject)
+        ]
+
+    def cli(self, *args):
+        env = dict(os.environ, RUST_LOG="error")
+        return subprocess.run([self.interlock, *args], capture_output=True, text=True, env=env)
+
+
+SEED = {
+    "currency": "INR",
+    # Small, so that a settlement within the grant's ceiling can exceed it.
+    "balance": 60000,
+    "payments": [
+        {"id": "pay_1002", "amount": 189900, "order_id": "order_1002"},
+        {"id": "pay_1003", "amount": 250000, "order_id": "order_1003"},
+        {"id": "pay_1005", "amount": 1200000},
+        # Paid only in part on its order: a refund above what was paid is refused.
+        {"id": "pay_2001", "amount": 100000, "order_id": "order_2001"},
+    ] + [{"id": f"pay_300{n}", "amount": 100000} for n in range(1, 8)],
+    "orders": [
+        {"id": "order_1002", "amount": 189900, "amount_paid": 189900},
+        {"id": "order_1003", "amount": 250000, "amount_paid": 250000},
+        {"id": "order_2001", "amount": 100000, "amount_paid": 50000},
+    ],
+    "refunds": [
+        {"id": "rfnd_SEED0000000001", "payment_id": "pay_1003", "amount": 50000, "receipt": "support_ticket_88"},
+    ],
+}
+
+
+def env():
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR")}
+    keep["RUST_LOG"] = "error"
+    return keep
+
+
+async def call(session, tool, args):
+    return await asyncio.wait_for(session.call_tool(tool, args), CALL_TIMEOUT)
+
+
+async def refund(session, payment_id, amount, **extra):
+    return await call(session, "create_refund", {"payment_id": payment_id, "amount": amount, **extra})
+
+
+async def settle(session, amount, description):
+    return await call(session, "create_instant_settlement", {"amount": amount, "description": description})
+
+
+class Session:
+    """`interlock serve ARGS` with a Python client session on it."""
+
+    def __init__(self, rig, args, command=None, message_handler=None):
+        self.params = StdioServerParameters(command=command or rig.interlock, args=args, env=env())
+        self.message_handler = message_handler
+
+    async def __aenter__(self):
+        self._stdio = stdio_client(self.params)
+        read, write = await self._stdio.__aenter__()
+        self._session = ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT,
+                                      message_handler=self.message_handler)
+        session = await self._session.__aenter__()
+        init = await session.initialize()
+        check(init.server_info.name == "interlock", f"server {init.server_info}")
+        return session
+
+    async def __aexit__(self, *exc):
+        await self._session.__aexit__(*exc)
+        await self._stdio.__aexit__(*exc)
+
+
+async def main_scene(rig, summary):
+    def edit(m):
+        grants = m["scope"]["grants"]
+        read = {"reversibility": "reversible",
+                "value": {"max_amount_minor": 0, "min_amount_minor": 0, "currencies": ["INR"]}}
+        # Granted but never pinned; pinned to a wrong hash; pinned but not offered by the rail.
+        grants["fetch_order"] = copy.deepcopy(read)
+        grants["fetch_refund"] = copy.deepcopy(read)
+        grants["fetch_ghost"] = copy.deepcopy(read)
+        pins = m["provenance"]["pinned_manifests"]
+        pins["fetch_refund"] = {"sha256": "0" * 64, "trust_tier": "pinned"}
+        pins["fetch_ghost"] = {"sha256": "1" * 64, "trust_tier": "pinned"}
+        m["limits"]["fee_budgets"]["INR"]["max_fee_minor"] = 100
+
+    journal, db, args = rig.serve("main", rig.mandate("main", edit), flags=["--reconcile-every-ms", "200"])
+    summary["main_journal"] = journal
+    async with Session(rig, args) as s:
+        tools = await s.list_tools()
+        names = sorted(t.name for t in tools.tools)
+        check(names == ["create_instant_settlement", "create_refund", "fetch_payment"], f"listed {names}")
+
+        # A benign refund: every gate's OK code, the rail's own answer, stamped.
+        first = await refund(s, "pay_1002", 10000)
+        info = expect(first, "APPLIED", "APPLIED")
+        gates = {(g["gate"], g["reason_code"]) for g in info["gates"]}
+        for gate in (("G1", "SCOPE_OK"), ("G2", "VALUE_OK"), ("G3", "LIMITS_OK"), ("G6", "PROVENANCE_OK")):
+            check(gate in gates, f"{gate} in {gates}")
+        rail = json.loads(text_of(first))
+        check(rail["id"] == info["rail_entity_id"] and rail["notes"]["interlock_sik"] == info["sik"],
+              f"the rail's stamped refund: {rail}")
+        again = expect(await refund(s, "pay_1002", 10000), "IDEMPOTENT_REPLAY", "APPLIED")
+        check(again.get("idempotent_replay") is True and again["rail_entity_id"] == info["rail_entity_id"],
+              f"the same entity: {again}")
+        summary["benign_entity"] = info["rail_entity_id"]
+
+        # G2, with the numbers an agent needs.
+        expect(await refund(s, "pay_1003", 250000), "REFUND_EXCEEDS_REFUNDABLE", "REFUSED",
+               ["250000", "200000"])
+        expect(await refund(s, "pay_3001", 600000), "AMOUNT_ABOVE_CEILING", "REFUSED", ["600000", "500000"])
+        expect(await refund(s, "pay_3001", 50), "AMOUNT_BELOW_MINIMUM", "REFUSED", ["100"])
+        expect(await refund(s, "pay_2001", 60000), "REFUND_EXCEEDS_ORDER_PAID", "REFUSED",
+               ["60000", "50000", "order_2001"])
+        expect(await refund(s, "pay_9999", 1000), "REFERENT_UNRESOLVABLE_BLOCKED", "REFUSED")
+
+        # Arguments refused before any gate; nothing reaches the rail.
+        for amount, word in ((500.0, "float"), ("500", "string"), (-5, "amount")):
+            info = expect(await refund(s, "pay_1002", amount), "ARGUMENTS_INVALID", "REFUSED", [word])
+            check(info["sik"] is None, f"no intent for refused arguments: {info}")
+
+        # G1 and G6 on reads: ungranted, unpinned, drifted, not offered.
+        expect(await call(s, "fetch_balance", {}), "TOOL_NOT_GRANTED", "REFUSED", ["fetch_balance"])
+        expect(await call(s, "fetch_order", {"order_id": "order_1002"}), "TOOL_UNPINNED", "REFUSED")
+        expect(await call(s, "fetch_refund", {"refund_id": "rfnd_SEED0000000001"}), "TOOL_DRIFTED", "REFUSED")
+        expect(await call(s, "fetch_ghost", {}), "MANIFEST_UNAVAILABLE", "REFUSED")
+
+        # An argument Interlock does not judge reaches the rail, which refuses it.
+        expect(await refund(s, "pay_3002", 1000, speed={"nested": {"deep": [1, 2, 3]}}),
+               "RAIL_REJECTED", "REJECTED", ["BAD_REQUEST_ERROR"])
+
+        # 8 identical refunds at once: one entity; the rest replay or are in progress.
+        results = await asyncio.gather(*(refund(s, "pay_1005", 25000) for _ in range(8)))
+        entities = set()
+        for r in results:
+            i = block(r)
+            check(i["outcome"] in ("APPLIED", "IN_PROGRESS"), f"concurrent {i}")
+            if i["outcome"] == "APPLIED":
+                entities.add(i["rail_entity_id"])
+        check(len(entities) == 1, f"one entity among the concurrent refunds: {entities}")
+        after = expect(await refund(s, "pay_1005", 25000), "IDEMPOTENT_REPLAY", "APPLIED")
+        check(after["rail_entity_id"] in entities, f"the same entity {after}")
+        summary["concurrent_entity"] = after["rail_entity_id"]
+
+        # Unicode distinct reasons: each its own intent, kept as text.
+        a = expect(await refund(s, "pay_3003", 1000, interlock_distinct_reason="レビュー後の返金 ✓"), "APPLIED")
+        b = expect(await refund(s, "pay_3003", 1000, interlock_distinct_reason="второй возврат"), "APPLIED")
+        check(a["sik"] != b["sik"] and a["rail_entity_id"] != b["rail_entity_id"], f"two intents: {a} {b}")
+        expect(await refund(s, "pay_3003", 1000, interlock_distinct_reason=" レビュー後の返金 ✓ "),
+               "IDEMPOTENT_REPLAY", "APPLIED")
+
+        # Last, as it stops every later call: an optimum refund's fee spends the budget of 100.
+        expect(await refund(s, "pay_3004", 100000, speed="optimum"), "APPLIED", "APPLIED")
+        expect(await refund(s, "pay_3005", 1000), "FEE_BUDGET_EXHAUSTED", "REFUSED", ["100"])
+
+
+async def held_scene(rig, summary):
+    mandate = rig.mandate("held")
+    # Reads 1-3 outlive the call bound: two settlements' balance reads, then the agent's read.
+    # (`slow` numbers each class on its own; this scene's rail gets no money call of its own.)
+    journal, db, args = rig.serve(
+        "held", mandate, faults="slow=2500@1-3", flags=["--call-timeout-ms", "1000"],
+    )
+    summary["held_journal"] = journal
+    async with Session(rig, args) as s:
+        held = expect(await settle(s, 10000, "payout one"), "REFERENT_UNRESOLVABLE_HELD", "HELD",
+                      ["held for a human"])
+        other = expect(await settle(s, 20000, "payout two"), "REFERENT_UNRESOLVABLE_HELD", "HELD")
+        slow = expect(await call(s, "fetch_payment", {"payment_id": "pay_1002"}),
+                      "UPSTREAM_UNAVAILABLE", "UNAVAILABLE", ["retry"])
+        check(slow.get("retryable") is True and slow["sik"] is None, f"retryable, no intent: {slow}")
+        read = await call(s, "fetch_payment", {"payment_id": "pay_1002"})
+        check(read.is_error is not True, f"the same read again is forwarded: {text_of(read)}")
+        check(read.structured_content is None or "interlock" not in read.structured_content,
+              "a forwarded read is the rail's answer, unchanged")
+        check(json.loads(text_of(read))["id"] == "pay_1002", f"the rail's payment: {text_of(read)}")
+
+        expect(await settle(s, 10000, "payout one"), "AWAITING_APPROVAL")
+        _, mock = rig.mock_args("held")
+        approved = rig.cli("approve", held["sik"], "--mandate", mandate, "--db", db, "--by", "ops@example.com",
+                           "--why", "balance checked by hand", "--json", "--", *mock)
+        check(approved.returncode == 0, f"approve: {approved.stdout} {approved.stderr}")
+        check(json.loads(approved.stdout)["outcome"] == "APPLIED", f"approved: {approved.stdout}")
+        replay = expect(await settle(s, 10000, "payout one"), "IDEMPOTENT_REPLAY", "APPLIED")
+        rejected = rig.cli("reject", other["sik"], "--mandate", mandate, "--db", db, "--by", "ops@example.com",
+                           "--why", "not needed")
+        check(rejected.returncode == 0, f"reject: {rejected.stderr}")
+        expect(await settle(s, 20000, "payout two"), "PREVIOUSLY_BLOCKED", words=["not needed"])
+        expect(await settle(s, 80000, "too big"), "SETTLEMENT_EXCEEDS_BALANCE", "REFUSED",
+               ["80000 exceeds the"])
+        summary["settlement_entity"] = replay["rail_entity_id"]
+
+
+async def tight_scene(rig, summary):
+    def edit(m):
+        m["limits"]["windows"] = [
+            {"window_ms": 86400000, "max_calls": 2, "max_amount_minor": 30000, "currency": "INR"}]
+        m["scope"]["grants"]["create_refund"]["max_refunds_per_payment"] = 1
+
+    journal, _, args = rig.serve("tight", rig.mandate("tight", edit))
+    summary["tight_journal"] = journal
+    async with Session(rig, args) as s:
+        expect(await refund(s, "pay_1002", 25000), "APPLIED", "APPLIED")
+        expect(await refund(s, "pay_1003", 10000), "WINDOW_AMOUNT_EXCEEDED", "REFUSED", ["35000", "30000"])
+        expect(await refund(s, "pay_1002", 1000, interlock_distinct_reason="second"),
+               "REFUNDS_PER_PAYMENT_EXCEEDED", "REFUSED", ["pay_1002"])
+        expect(await refund(s, "pay_3001", 1000), "APPLIED", "APPLIED")
+        expect(await refund(s, "pay_3002", 1000), "WINDOW_CALLS_EXCEEDED", "REFUSED", ["allows 2"])
+
+
+async def attempts_scene(rig, summary):
+    journal, _, args = rig.serve(
+        "attempts", rig.mandate("attempts"), faults="http_5xx_not_applied@1-8",
+        flags=["--reconcile-every-ms", "200"],
+    )
+    summary["attempts_journal"] = journal
+    async with Session(rig, args) as s:
+        expect(await refund(s, "pay_3006", 1000), "OUTCOME_UNKNOWN", "UNKNOWN")
+        expect(await refund(s, "pay_3006", 1000), "IN_PROGRESS")
+        deadline = time.monotonic() + 90
+        unknowns = 1
+        while True:
+            info = block(await refund(s, "pay_3006", 1000))
+            if info["reason_code"] == "ATTEMPT_LIMIT_REACHED":
+                check("8 attempts" in info["message"], f"the limit named: {info}")
+                break
+            check(info["reason_code"] in ("OUTCOME_UNKNOWN", "IN_PROGRESS"), f"attempts {info}")
+            unknowns += info["reason_code"] == "OUTCOME_UNKNOWN"
+            check(time.monotonic() < deadline, f"no attempt limit after {unknowns} unknown outcomes: {info}")
+            await asyncio.sleep(0.3)
+        check(unknowns == 8, f"8 attempts, each unknown then proven absent: {unknowns}")
+
+
+async def restart_scene(rig, summary):
+    mandate = rig.mandate("restart")
+    flags = ["--call-timeout-ms", "3000", "--lease-ttl-ms", "8000", "--reconcile-every-ms", "200"]
+    journal, db, args = rig.serve("restart", mandate, faults="timeout_after_apply@1", flags=flags)
+    summary["restart_journal"] = journal
+    pidfile = os.path.join(rig.dir, "restart.pid")
+    # A shell that records its pid, then becomes the proxy: the pid to SIGKILL.
+    wrapper = ["-c", 'echo $$ > "$0"; exec "$@"', pidfile, rig.interlock, *args]
+    killed = False
+    try:
+        async with Session(rig, wrapper, command="sh") as s:
+            pending = asyncio.create_task(refund(s, "pay_3007", 7000))
+            deadline = time.monotonic() + 20
+            while not rig.stamped(journal, "refunds", "pay_3007"):
+                check(time.monotonic() < deadline, "the rail never applied the refund")
+                await asyncio.sleep(0.05)
+            with open(pidfile) as f:
+                os.kill(int(f.read().strip()), signal.SIGKILL)
+            killed = True
+            try:
+                answer = await asyncio.wait_for(pending, 10)
+                check(False, f"the killed proxy answered: {answer!r}")
+            except (Exception, asyncio.CancelledError):
+                pass
+    except Failed:
+        raise
+    except BaseException:  # the session ends with its server killed
+        if not killed:
+            raise
+    check(killed, "the proxy was killed mid-call")
+    # Restarted on the same ledger: boot recovery waits out the lease, then reconciles.
+    _, _, args = rig.serve("restart", mandate, flags=flags)
+    async with Session(rig, args) as s:
+        info = expect(await refund(s, "pay_3007", 7000), "IDEMPOTENT_REPLAY", "APPLIED")
+        summary["restart_entity"] = info["rail_entity_id"]
+    verify = rig.cli("audit", "verify", "--json", "--db", db)
+    check(verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True, f"audit verify: {verify.stdout}")
+
+
+async def guard_scenes(rig):
+    # The agent is not the mandate's: refused before anything is read.
+    _, _, args = rig.serve("rogue", rig.mandate("rogue"), agent="agent_rogue")
+    async with Session(rig, args) as s:
+        expect(await call(s, "fetch_payment", {"payment_id": "pay_1002"}), "AGENT_MISMATCH", "REFUSED",
+               ["agent_rogue", AGENT])
+        expect(await refund(s, "pay_1002", 1000), "AGENT_MISMATCH", "REFUSED")
+
+    # Pins taken from another server: nothing is listed, nothing is called.
+    def foreign(m):
+        m["provenance"]["server_id"] = "evil-mcp@6.6.6"
+
+    _, _, args = rig.serve("untrusted", rig.mandate("untrusted", foreign))
+    async with Session(rig, args) as s:
+        check((await s.list_tools()).tools == [], "an untrusted server's tools are not listed")
+        expect(await call(s, "fetch_payment", {"payment_id": "pay_1002"}), "SERVER_UNTRUSTED", "REFUSED",
+               ["evil-mcp@6.6.6"])
+
+    # The rail's payments are in INR; this mandate allows refunds in USD only.
+    def dollars(m):
+        m["scope"]["grants"]["create_refund"]["value"]["currencies"] = ["USD"]
+
+    _, _, args = rig.serve("usd", rig.mandate("usd", dollars))
+    async with Session(rig, args) as s:
+        expect(await refund(s, "pay_1002", 1000), "CURRENCY_NOT_ALLOWED", "REFUSED", ["INR", "USD"])
+
+    # No pins at all.
+    _, _, args = rig.serve("unpinned", rig.mandate("unpinned", provenance=False))
+    async with Session(rig, args) as s:
+        expect(await refund(s, "pay_1002", 1000), "PROVENANCE_MISSING", "REFUSED", ["interlock pin"])
+
+    # Not yet valid: serve refuses to start, and says why.
+    def later(m):
+        m["issued_at"] = int(time.time() * 1000) + 86400000
+
+    _, _, args = rig.serve("early", rig.mandate("early", later))
+    early = subprocess.run([rig.interlock, *args], capture_output=True, text=True, env=env(), stdin=subprocess.DEVNULL)
+    check(early.returncode == 1 and "not in force" in early.stderr, f"early: {early.returncode} {early.stderr}")
+    check(early.stdout == "", "nothing on stdout")
+
+
+async def rugpull_scene(rig):
+    # An unrelated upstream that rewrites a pinned tool while the proxy serves it.
+    upstream = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rugpull_server.py")]
+    pinned = rig.cli("pin", "--json", "--", *upstream)
+    check(pinned.returncode == 0, f"pin: {pinned.stderr}")
+    pins = json.loads(pinned.stdout)
+
+    def reads_only(m):
+        read = {"reversibility": "reversible",
+                "value": {"max_amount_minor": 0, "min_amount_minor": 0, "currencies": ["INR"]}}
+        m["scope"]["grants"] = {"echo": copy.deepcopy(read), "mutate": copy.deepcopy(read)}
+        m["idempotency"] = {}
+        m["provenance"] = {
+            "server_id": pins["server_id"],
+            "manifest_sha256": pins["manifest_sha256"],
+            "pinned_manifests": {t: {"sha256": h, "trust_tier": "pinned"} for t, h in pins["tools"].items()},
+        }
+
+    mandate = rig.mandate("rugpull", reads_only)
+    db = os.path.join(rig.dir, "rugpull.ledger.db")
+    args = ["serve", "--mandate", mandate, "--db", db, "--agent", AGENT, "--", *upstream]
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if "list_changed" in repr(message) or "ListChanged" in type(message).__name__:
+            changed.set()
+
+    async with Session(rig, args, message_handler=on_message) as s:
+        names = sorted(t.name for t in (await s.list_tools()).tools)
+        check(names == ["echo", "mutate"], f"listed {names}")
+        echoed = await call(s, "echo", {"text": "hello"})
+        check(echoed.is_error is not True and text_of(echoed) == "hello", f"echo forwarded: {echoed!r}")
+        mutated = await call(s, "mutate", {})
+        check(text_of(mutated) == "mutated", f"mutate: {mutated!r}")
+        # The upstream's notification reaches the agent through the proxy.
+        await asyncio.wait_for(changed.wait(), 10)
+        names = sorted(t.name for t in (await s.list_tools()).tools)
+        check(names == ["mutate"], f"the rewritten echo is no longer listed: {names}")
+        expect(await call(s, "echo", {"text": "hello"}), "TOOL_DRIFTED", "REFUSED", ["echo"])
+
+
+async def expiring_scene(rig):
+    expires = int(time.time() * 1000) + 5000
+
+    def soon(m):
+        m["expires_at"] = expires
+
+    _, _, args = rig.serve("expiring", rig.mandate("expiring", soon))
+    async with Session(rig, args) as s:
+        await asyncio.sleep(max(0.0, expires / 1000 - time.time()) + 0.2)
+        expect(await call(s, "fetch_payment", {"payment_id": "pay_1002"}), "MANDATE_EXPIRED", "REFUSED",
+               ["expired"])
+        expect(await refund(s, "pay_1002", 1000), "MANDATE_EXPIRED", "REFUSED")
+
+
+async def scene(name, run):
+    try:
+        await run
+    except Exception as e:
+        # anyio wraps what fails inside a session in exception groups: name the first leaf.
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
+        what = str(e) if isinstance(e, Failed) else f"{type(e).__name__}: {e}"
+        raise Failed(f"{name}: {what}") from None
+
+
+SCENES = {
+    "main": lambda rig, summary: main_scene(rig, summary),
+    "held": lambda rig, summary: held_scene(rig, summary),
+    "attempts": lambda rig, summary: attempts_scene(rig, summary),
+    "restart": lambda rig, summary: restart_scene(rig, summary),
+    "expiring": lambda rig, summary: expiring_scene(rig),
+    "rugpull": lambda rig, summary: rugpull_scene(rig),
+    "tight": lambda rig, summary: tight_scene(rig, summary),
+    "guards": lambda rig, summary: guard_scenes(rig),
+}
+
+
+async def main(rig, only):
     summary = {}
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=30) as session:
-            init = await session.initialize()
-            summary["server"] = init.server_info.name
-            summary["protocol"] = init.protocol_version
-
-            # Only the granted tools are listed.
-            tools = await session.list_tools()
-            names = {t.name for t in tools.tools}
-            check(names == GRANTED, f"listed tools {sorted(names)}")
-
-            # A benign refund: applied, with the interlock block.
-            first = await refund(session, "pay_1002", 10000)
-            check(first.is_error is not True, f"benign refund failed: {text_of(first)}")
-            info = block(first)
-            check(info["outcome"] == "APPLIED" and info["reason_code"] == "APPLIED", f"benign {info}")
-            entity = info.get("rail_entity_id")
-            check(isinstance(entity, str) and entity.startswith("rfnd_"), f"an entity in {info}")
-            rail = json.loads(text_of(first))
-            check(rail["id"] == entity and rail["amount"] == 10000, f"the rail's refund {rail}")
-            check(rail["notes"]["interlock_sik"] == info["sik"], f"stamped with the SIK: {rail}")
-            check(
-                any(g["gate"] == "G6" and g["verdict"] == "ALLOW" for g in info["gates"]),
-                f"G6 allowed: {info['gates']}",
-            )
-            summary["benign_entity"] = entity
-
-            # The same refund again: an idempotent replay of the same entity.
-            again = await refund(session, "pay_1002", 10000)
-            check(again.is_error is not True, f"replay failed: {text_of(again)}")
-            replay = block(again)
-            check(replay["outcome"] == "APPLIED", f"replay {replay}")
-            check(replay["reason_code"] == "IDEMPOTENT_REPLAY", f"replay {replay}")
-            check(replay.get("idempotent_replay") is True, f"replay flag {replay}")
-            check(replay.get("rail_entity_id") == entity and replay["sik"] == info["sik"], f"same entity {replay}")
-
-            # An over-refund: pay_1003 has 200000 left of 250000.
-            over = await refund(session, "pay_1003", 250000)
-            check(over.is_error is True, f"an over-refund must be an error: {over!r}")
-            over_info = block(over)
-            check(over_info["outcome"] == "REFUSED", f"over {over_info}")
-            check(over_info["reason_code"] == "REFUND_EXCEEDS_REFUNDABLE", f"over {over_info}")
-            over_text = text_of(over)
-            check("250000" in over_text and "200000" in over_text, f"the numbers: {over_text}")
-            check(over_info.get("rail_entity_id") is None, f"no entity: {over_info}")
-
-            # A float amount, as Python sends 500.0: refused before anything is spent.
-            flt = await refund(session, "pay_1002", 500.0)
-            check(flt.is_error is True, f"a float amount must be refused: {flt!r}")
-            flt_info = block(flt)
-            check(flt_info["reason_code"] == "ARGUMENTS_INVALID", f"float {flt_info}")
-            check("float" in text_of(flt), f"float text {text_of(flt)!r}")
-
-            # A tool the mandate does not grant: refused, though the rail has it.
-            bal = await session.call_tool("fetch_balance", {})
-            check(bal.is_error is True, f"an ungranted tool must be refused: {bal!r}")
-            check(block(bal)["reason_code"] == "TOOL_NOT_GRANTED", f"ungranted {block(bal)}")
-
-            # 8 identical refunds at once: one rail entity; the rest replay or are in progress.
-            results = await asyncio.gather(*(refund(session, "pay_1005", 25000) for _ in range(8)))
-            outcomes = []
-            entities = set()
-            for r in results:
-                i = block(r)
-                outcomes.append(i["outcome"])
-                check(i["outcome"] in ("APPLIED", "IN_PROGRESS"), f"concurrent {i}")
-                if i["outcome"] == "APPLIED":
-                    entities.add(i["rail_entity_id"])
-            check(len(entities) == 1, f"one entity among the concurrent refunds: {entities}")
-            after = await refund(session, "pay_1005", 25000)
-            check(block(after)["reason_code"] == "IDEMPOTENT_REPLAY", f"after the storm {block(after)}")
-            check(block(after)["rail_entity_id"] in entities, f"the same entity {block(after)}")
-            summary["concurrent_outcomes"] = outcomes
-            summary["concurrent_entity"] = entities.pop()
+    started = time.monotonic()
+    # Independent scenes (each its own ledger and journal) run side by side, under one bound.
+    try:
+        await asyncio.wait_for(
+            asyncio.gather(*(scene(name, run(rig, summary)) for name, run in SCENES.items()
+                             if not only or name in only)),
+            SCRIPT_TIMEOUT,
+        )
+    except BaseException as e:  # a failed check, the overall bound
+        print(f"e2e: FAILED: {type(e).__name__}: {e}", flush=True)
+        # Not asyncio.run's clean-up: sessions still open would wait on their proxies.
+        os._exit(1)
+    summary["seen"] = sorted(SEEN)
+    summary["seconds"] = round(time.monotonic() - started, 1)
     print("e2e: " + json.dumps(summary))
     print("e2e: ok")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "--":
-        raise SystemExit("usage: e2e.py -- COMMAND [ARGS...]")
-    asyncio.run(main(sys.argv[2], sys.argv[3:]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--interlock", required=True)
+    parser.add_argument("--mock", required=True)
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--pins", required=True)
+    parser.add_argument("--only", nargs="*", default=[], help="run only these scenes (debugging)")
+    a = parser.parse_args()
+    with open(a.pins) as f:
+        pins = json.load(f)
+    # If the bound itself cannot fire (a blocked loop), show where everything is stuck.
+    faulthandler.dump_traceback_later(SCRIPT_TIMEOUT + 30, exit=True)
+    faulthandler.register(signal.SIGUSR1)
+    asyncio.run(main(Rig(a.interlock, a.mock, a.dir, pins), a.only))
