@@ -1,8 +1,19 @@
-//! `interlock-bench`: benchmarks for Interlock. `latency` measures what `interlock serve` adds
-//! to a read and to a refund; see `bench/README.md`.
+//! `interlock-bench`: the scenario benchmark (`scenarios`), the proxy's added latency
+//! (`latency`), and the poisoned upstream the scenarios start (`shim`). See `bench/README.md`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
+use interlock_bench::Res;
+use interlock_bench::bins::Bins;
 use interlock_bench::latency::{LatencyArgs, latency};
+use interlock_bench::scenario::report::{self, Provenance};
+use interlock_bench::scenario::run::{PathKind, Suite};
+use interlock_bench::scenario::summary::summarise;
+use interlock_bench::scenario::{self, SuiteOptions, model};
+use interlock_bench::shim::{ShimArgs, shim};
 
 /// Benchmarks for Interlock.
 #[derive(Parser)]
@@ -14,17 +25,181 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The scenario benchmark: every scenario direct and through interlock, judged from the
+    /// rail's journal; prints the table and the summary, writes docs/RESULTS.md and
+    /// docs/results.svg.
+    Scenarios(ScenarioArgs),
     /// Latency of fetch_payment and create_refund, direct on the mock rail vs through interlock.
     Latency(LatencyArgs),
+    /// The poisoned upstream of the tool-manifest scenarios (started by `scenarios`).
+    #[command(hide = true)]
+    Shim(ShimArgs),
+}
+
+#[derive(clap::Args)]
+struct ScenarioArgs {
+    /// The agent harness.
+    #[arg(long, default_value = "naive")]
+    harness: String,
+    /// Only these scenarios (comma-separated ids); the docs are then left alone.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Scenarios run at once.
+    #[arg(long, default_value_t = 4)]
+    jobs: usize,
+    /// Directory holding `interlock` and `interlock-rail-mock`. Default: built next to this
+    /// binary with its profile.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// An `interlock` built with `--features failpoints`. Default: built into
+    /// target/failpoints.
+    #[arg(long)]
+    failpoints_bin: Option<PathBuf>,
+    /// Do not write docs/RESULTS.md and docs/results.svg.
+    #[arg(long)]
+    no_write: bool,
+    /// Keep the runs' directories (seeds, journals, ledgers, logs) and print where.
+    #[arg(long)]
+    keep: bool,
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Cmd::Scenarios(args) => scenarios(args),
         Cmd::Latency(args) => latency(args),
+        Cmd::Shim(args) => shim(args),
     };
     if let Err(e) = result {
         eprintln!("interlock-bench: {e}");
         std::process::exit(1);
     }
+}
+
+fn scenarios(args: ScenarioArgs) -> Res<()> {
+    let started = Instant::now();
+    let agent = scenario::harness(&args.harness)?;
+    let dir = scenario::scenarios_dir();
+    let chosen = scenario::select(model::load_dir(&dir)?, &args.only)?;
+    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut bins = match &args.bin_dir {
+        Some(bin_dir) => Bins::in_dir(bin_dir, &bench)?,
+        None => Bins::build_beside(&bench)?,
+    };
+    if chosen.iter().any(|s| s.faults.kill.is_some()) {
+        bins = bins.with_failpoints(args.failpoints_bin.clone())?;
+    }
+    if !bins.release {
+        eprintln!("warning: a debug build; latency figures mean little (use --release)");
+    }
+    let profile = if bins.release { "release" } else { "debug" };
+    let tmp = tempfile::Builder::new()
+        .prefix("interlock-scenarios-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let suite = Arc::new(Suite::prepare(bins, &dir, tmp.path().to_path_buf())?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio: {e}"))?;
+    let options = SuiteOptions {
+        jobs: args.jobs,
+        direct: true,
+    };
+    let results = rt.block_on(scenario::run_suite(
+        suite,
+        chosen,
+        Arc::clone(&agent),
+        options,
+    ))?;
+    let direct = summarise(&results, PathKind::Direct);
+    let gated = summarise(&results, PathKind::Gated);
+    println!("harness: {}\n", agent.label());
+    print!("{}", report::table(&results));
+    println!();
+    print!("{}", report::summary_text(direct.as_ref(), gated.as_ref()));
+    let write = !args.no_write && args.only.is_empty();
+    if write {
+        let docs = dir
+            .parent()
+            .and_then(|b| b.parent())
+            .ok_or("no workspace")?
+            .join("docs");
+        let provenance = Provenance {
+            date: report::utc(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            ),
+            commit: commit(),
+            command: command_line(),
+            harness: agent.label().to_owned(),
+            profile,
+            jobs: args.jobs,
+            wall_s: started.elapsed().as_secs_f64(),
+        };
+        let markdown =
+            report::results_markdown(&results, direct.as_ref(), gated.as_ref(), &provenance);
+        report::write(&docs.join("RESULTS.md"), &markdown)?;
+        if let (Some(d), Some(g)) = (&direct, &gated) {
+            report::write(
+                &docs.join("results.svg"),
+                &report::chart_svg(d, g, agent.name())?,
+            )?;
+        }
+        eprintln!(
+            "wrote {} and results.svg",
+            docs.join("RESULTS.md").display()
+        );
+    } else {
+        eprintln!("docs/RESULTS.md left alone (--only or --no-write)");
+    }
+    if args.keep {
+        eprintln!("runs kept in {}", tmp.keep().display());
+    }
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|r| !r.gated.1.passed())
+        .map(|r| r.scenario.id.as_str())
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "gated assertions did not hold: {}",
+            failed.join(", ")
+        ))
+    }
+}
+
+/// The commit the binaries were built from, `+dirty` when the tree had changes.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{head}+dirty") } else { head }
+}
+
+/// The command as a user would type it for this build.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let release = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.ends_with("release")))
+        .unwrap_or(false);
+    let profile = if release { " --release" } else { "" };
+    format!(
+        "cargo run -p interlock-bench{profile} -- {}",
+        args.join(" ")
+    )
 }
