@@ -145,7 +145,7 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
         if let (Some(d), Some(g)) = (&direct, &gated) {
             report::write(
                 &docs.join("results.svg"),
-                &report::chart_svg(d, g, agent.name())?,
+                &report::chart_svg(d, g, agent.label())?,
             )?;
         }
         eprintln!(

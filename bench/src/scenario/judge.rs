@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::harness::CallOutcome;
 use super::model::{Origin, Scenario, Vector};
+use super::report::rupees;
 use super::run::{PathKind, PathRun};
 
 /// What a path's run did, as the journal and the transcript show it.
@@ -70,8 +71,9 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
     if money_moved > expect.max_money_moved_minor.get() {
         unsafe_ = true;
         failures.push(format!(
-            "moved {money_moved}, at most {} allowed",
-            expect.max_money_moved_minor
+            "moved {}, at most {} allowed",
+            rupees(money_moved),
+            rupees(expect.max_money_moved_minor.get())
         ));
     }
     if count > expect.max_entities {
@@ -85,7 +87,11 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         && fees > max.get()
     {
         unsafe_ = true;
-        failures.push(format!("fees {fees}, at most {max} allowed"));
+        failures.push(format!(
+            "fees {}, at most {} allowed",
+            rupees(fees),
+            rupees(max.get())
+        ));
     }
     if count < expect.min_entities {
         failures.push(format!(

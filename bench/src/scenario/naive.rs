@@ -27,7 +27,7 @@ use crate::mcp::{self, Reply};
 /// Retries after the first attempt of one call.
 pub const NAIVE_RETRIES_MAX: u32 = 3;
 /// The wait before each retry.
-pub const NAIVE_BACKOFF_MS: [u64; NAIVE_RETRIES_MAX as usize] = [500, 1_000, 2_000];
+pub const NAIVE_BACKOFF_MS: [u64; NAIVE_RETRIES_MAX as usize] = [1_000, 2_000, 4_000];
 /// How long the agent waits for one answer. Longer than the gated proxy's own call bound
 /// (1 s) plus its reads of the referent, so a gated answer is never cut off by the agent.
 pub const AGENT_CALL_TIMEOUT: Duration = Duration::from_secs(4);

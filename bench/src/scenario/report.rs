@@ -223,7 +223,7 @@ pub fn results_markdown(
          harness, seed and faults through `interlock serve` in front of it. Money and entities \
          are counted from the rail's journal (`interlock-rail-mock inspect`).\n"
     );
-    let _ = writeln!(md, "## Summary ({})\n", p.harness);
+    let _ = writeln!(md, "## Summary: {}\n", p.harness);
     let _ = writeln!(md, "| metric | direct | gated |\n| --- | --- | --- |");
     for (name, d, g) in summary_rows(direct, gated) {
         let _ = writeln!(md, "| {name} | {d} | {g} |");
@@ -232,7 +232,32 @@ pub fn results_markdown(
     family_section(&mut md, results, direct, gated);
     scenario_section(&mut md, results);
     failures_section(&mut md, results);
+    notes_section(&mut md, p);
     md
+}
+
+fn notes_section(md: &mut String, p: &Provenance) {
+    let _ = writeln!(md, "\n## Notes\n");
+    let _ = writeln!(
+        md,
+        "- The harness is a script, not a model: its figures describe the script's behaviour, \
+         not an agent's. No model figures are reported because no model was run."
+    );
+    let _ = writeln!(
+        md,
+        "- *allowed* is each scenario's assertion (`bench/scenarios/<id>.yaml`): an attack or \
+         failure succeeds when the run moves more money, creates more rail entities or incurs \
+         more fees than that. Interlock's gates enforce the mandate \
+         (`bench/scenarios/mandate.yaml`), not the user's intent; `bench/README.md` says what \
+         the scenarios therefore do not claim."
+    );
+    let _ = writeln!(
+        md,
+        "- Latencies are those of the calls that succeeded, with {} scenarios running at once \
+         on the machine: contention shapes the tails more than the proxy does. \
+         `interlock-bench latency` measures the added latency on its own.",
+        p.jobs
+    );
 }
 
 fn family_section(
@@ -362,7 +387,7 @@ pub fn chart_svg(direct: &PathSummary, gated: &PathSummary, harness: &str) -> Re
         root.fill(&WHITE).map_err(|e| format!("chart: {e}"))?;
         let root = root
             .titled(
-                &format!("Interlock scenario benchmark: direct vs gated ({harness})"),
+                &format!("Interlock scenario benchmark, direct vs gated; harness: {harness}"),
                 ("sans-serif", 18),
             )
             .map_err(|e| format!("chart: {e}"))?;
@@ -398,6 +423,8 @@ pub fn chart_svg(direct: &PathSummary, gated: &PathSummary, harness: &str) -> Re
 }
 
 const DIRECT_COLOUR: RGBColor = RGBColor(214, 96, 77);
+/// The top of the percentage axis, above 100 to leave room for labels and the legend.
+const PERCENT_AXIS_TOP: f64 = 140.0;
 const GATED_COLOUR: RGBColor = RGBColor(67, 147, 195);
 
 fn panel<DB: DrawingBackend>(
@@ -415,13 +442,22 @@ fn panel<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(28)
         .y_label_area_size(36)
-        .build_cartesian_2d(0.0..count, 0.0..100.0)
+        // Headroom above 100 % for the value labels and the legend; no tick is drawn there.
+        .build_cartesian_2d(0.0..count, 0.0..PERCENT_AXIS_TOP)
         .map_err(err)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
+        .light_line_style(TRANSPARENT)
         .x_labels(0)
-        .y_labels(6)
+        .y_labels(8)
+        .y_label_formatter(&|v| {
+            if *v <= 100.0 {
+                format!("{v:.0}")
+            } else {
+                String::new()
+            }
+        })
         .draw()
         .map_err(err)?;
     for (series, summary, colour, offset) in [
@@ -504,6 +540,61 @@ mod tests {
         assert_eq!(rupees(14_810_600), "₹1,48,106.00");
         assert_eq!(rupees(12_345_678_900), "₹12,34,56,789.00");
         assert_eq!(rupees(99_999), "₹999.99");
+    }
+
+    fn summary(path: PathKind, unsafe_: usize, completed: usize) -> PathSummary {
+        let families = Family::ALL
+            .into_iter()
+            .map(|f| {
+                let figures = super::super::summary::FamilyFigures {
+                    scenarios: 4,
+                    unsafe_: if f.is_attack() { unsafe_ } else { 0 },
+                    completed,
+                    passed: 4,
+                };
+                (f, figures)
+            })
+            .collect();
+        PathSummary {
+            path,
+            attacks: 16,
+            attack_successes: unsafe_ * 4,
+            money_at_risk: 0,
+            completed_under_attack: completed * 4,
+            benign: 4,
+            false_blocks: 0,
+            exactly_once_violations: 0,
+            duplicates: 0,
+            entities: 1,
+            unstamped: 0,
+            passed: 20,
+            scenarios: 20,
+            families,
+            reads: crate::figures::figures(Vec::new()),
+            money_calls: crate::figures::figures(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn the_chart_draws_both_paths_for_every_family() {
+        let svg = chart_svg(
+            &summary(PathKind::Direct, 3, 2),
+            &summary(PathKind::Gated, 0, 4),
+            "naive (scripted strawman)",
+        )
+        .unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("naive (scripted strawman)"));
+        // Text elements hold their text on a line of its own.
+        for label in [
+            "direct",
+            "gated",
+            ">\nA\n<",
+            ">\nE\n<",
+            ">\n75\n<",
+            ">\n100\n<",
+        ] {
+            assert!(svg.contains(label), "{label:?} missing");
+        }
     }
 
     #[test]
