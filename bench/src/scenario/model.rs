@@ -207,18 +207,6 @@ pub struct Faults {
     pub kill: Option<Kill>,
 }
 
-/// Rail fee rates other than the mock's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fees {
-    /// `--refund-optimum-fee-bps`.
-    #[serde(default)]
-    pub refund_optimum_bps: Option<Minor>,
-    /// `--settlement-fee-bps`.
-    #[serde(default)]
-    pub settlement_bps: Option<Minor>,
-}
-
 /// A seeded payment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -347,9 +335,6 @@ pub struct Scenario {
     /// Faults applied.
     #[serde(default)]
     pub faults: Faults,
-    /// Rail fee rates, when not the mock's defaults.
-    #[serde(default)]
-    pub fees: Fees,
     /// How many workers run the task at once (two for a race).
     #[serde(default = "one", deserialize_with = "strict_u32")]
     pub workers: u32,

@@ -307,15 +307,6 @@ impl Suite {
         if !faults.is_empty() {
             command.extend(["--faults".into(), faults.join(",").into()]);
         }
-        let fees = &scenario.fees;
-        for (flag, bps) in [
-            ("--refund-optimum-fee-bps", fees.refund_optimum_bps),
-            ("--settlement-fee-bps", fees.settlement_bps),
-        ] {
-            if let Some(bps) = bps {
-                command.extend([flag.into(), bps.get().to_string().into()]);
-            }
-        }
         command
     }
 
