@@ -129,6 +129,8 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
         work_dir.display()
     );
     let setup = Arc::new(trial::setup(bins, work_dir.clone(), args.keep)?);
+    // The commit the run starts from (the tree may move while a long run goes on).
+    let commit = commit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -141,8 +143,7 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
             .chain(std::env::args().skip(1))
             .collect::<Vec<_>>()
             .join(" ");
-        let text =
-            matrix::results_markdown(&outcome, &plan, &command, &commit(), &matrix::utc_now());
+        let text = matrix::results_markdown(&outcome, &plan, &command, &commit, &matrix::utc_now());
         std::fs::write(&args.out, text)
             .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
         eprintln!("interlock-chaos: wrote {}", args.out.display());

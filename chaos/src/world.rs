@@ -62,9 +62,10 @@ impl Bins {
 
     /// Builds both binaries with cargo, from the workspace this crate was built in, into the
     /// target directory `target_profile_dir` belongs to (`target/debug` or `target/release`),
-    /// then returns them. Cargo keeps the build with kill points apart from the one without
-    /// and only swaps which one sits at `target/<profile>/interlock`, so this is cheap after the
-    /// first time, and `cargo build -p interlock` puts the plain one back.
+    /// copies them to `<profile>/interlock-chaos-bins/`, puts the plain `interlock` back, and
+    /// returns the copies. Cargo keeps the build with kill points apart from the one without
+    /// and only swaps which one sits at `<profile>/interlock`, so the swap costs no compile
+    /// after the first time; the copies keep a long run safe from a `cargo build` meanwhile.
     pub fn build(target_profile_dir: &Path) -> Result<Bins, String> {
         let release = target_profile_dir
             .file_name()
@@ -75,24 +76,38 @@ impl Bins {
         let target_dir = target_profile_dir
             .parent()
             .ok_or("the profile directory has no target directory")?;
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build
-            .current_dir(workspace)
-            .args(["build", "-q", "--bins", "-p", "interlock", "-p"])
-            .args(["interlock-rail-mock", "--features", "interlock/failpoints"])
-            .arg("--target-dir")
-            .arg(target_dir);
-        if release {
-            build.arg("--release");
+        let cargo = |features: &[&str]| -> Result<(), String> {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let mut build = Command::new(cargo);
+            build
+                .current_dir(workspace)
+                .args(["build", "-q", "--bins", "-p", "interlock", "-p"])
+                .arg("interlock-rail-mock")
+                .args(features)
+                .arg("--target-dir")
+                .arg(target_dir);
+            if release {
+                build.arg("--release");
+            }
+            let status = build
+                .status()
+                .map_err(|e| format!("cannot run cargo: {e}"))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("building the binaries failed ({status})"))
+            }
+        };
+        cargo(&["--features", "interlock/failpoints"])?;
+        let aside = target_profile_dir.join("interlock-chaos-bins");
+        std::fs::create_dir_all(&aside)
+            .map_err(|e| format!("cannot create {}: {e}", aside.display()))?;
+        for name in ["interlock", "interlock-rail-mock"] {
+            std::fs::copy(target_profile_dir.join(name), aside.join(name))
+                .map_err(|e| format!("cannot copy {name} to {}: {e}", aside.display()))?;
         }
-        let status = build
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if !status.success() {
-            return Err(format!("building the binaries failed ({status})"));
-        }
-        Bins::in_dir(target_profile_dir)
+        cargo(&[])?;
+        Bins::in_dir(&aside)
     }
 
     /// The pins of the mock's tools, from `interlock pin --json`.

@@ -27,6 +27,11 @@ pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 pub const STATEMENT_CACHE_CAPACITY: usize = 64;
 /// SQLite's page cache per connection, in KiB (written as a negative `cache_size`).
 pub const CACHE_KIB: i64 = -16 * 1024;
+/// How many times the switch to `journal_mode=WAL` is tried while another process holds the
+/// fresh file's lock (SQLite does not wait on its busy handler for that switch).
+pub const WAL_SWITCH_ATTEMPTS_MAX: u32 = 100;
+/// The wait between two tries of the switch: with the bound above, 2 s in all.
+pub const WAL_SWITCH_RETRY_DELAY: Duration = Duration::from_millis(20);
 /// How many times a transition is retried after another process moved the intent first (or
 /// the database stayed busy past [`BUSY_TIMEOUT_MS`]).
 pub const APPLY_RETRIES_MAX: u32 = 8;
@@ -736,9 +741,7 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
     conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
         .map_err(|e| sqlite(path, e))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-        .map_err(|e| sqlite(path, e))?;
+    let mode = switch_to_wal(conn, path)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(unsafe_ledger(
             path,
@@ -787,6 +790,22 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
     Ok(())
 }
 
+/// Sets `journal_mode=WAL` and returns the mode read back. On a fresh file that another process
+/// is opening at the same moment, SQLite answers the switch with `SQLITE_BUSY` without calling
+/// the busy handler, so the switch is retried here, boundedly.
+fn switch_to_wal(conn: &Connection, path: &str) -> Result<String, LedgerError> {
+    for attempt in 1..=WAL_SWITCH_ATTEMPTS_MAX {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+            Ok(mode) => return Ok(mode),
+            Err(e) if is_busy(&e) && attempt < WAL_SWITCH_ATTEMPTS_MAX => {
+                std::thread::sleep(WAL_SWITCH_RETRY_DELAY);
+            }
+            Err(e) => return Err(sqlite(path, e)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
 fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
@@ -802,11 +821,23 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let target = index as i64 + 1;
-        let script = format!("BEGIN IMMEDIATE; {sql}\nPRAGMA user_version = {target}; COMMIT;");
-        conn.execute_batch(&script).map_err(|e| {
+        let rollback = |e| {
             let _ = conn.execute_batch("ROLLBACK");
             sqlite(path, e)
-        })?;
+        };
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| sqlite(path, e))?;
+        // Read again under the write lock: another process opening the same fresh file may
+        // have run this migration while we waited for the lock (two proxies started at once).
+        let now: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(rollback)?;
+        let script = if now >= target {
+            "COMMIT;".to_owned()
+        } else {
+            format!("{sql}\nPRAGMA user_version = {target}; COMMIT;")
+        };
+        conn.execute_batch(&script).map_err(rollback)?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 use crate::gates::{Usage, WindowUsage};
 use crate::ledger::{Cached, IntentKey};
 use interlock_spec::action::ProposedAction;
+use interlock_spec::ids::ToolName;
 use interlock_spec::mandate::Mandate;
 use interlock_spec::money::{Currency, Minor};
 use rusqlite::{Connection, params};
@@ -78,7 +79,11 @@ fn subtract_self(
     let less = |minor: Minor, by: u64| Minor::new(minor.get().saturating_sub(by)).unwrap_or(minor);
     for (window, used) in mandate.limits.windows.iter().zip(usage.windows.iter_mut()) {
         let since = now.saturating_sub(window.window_ms);
-        if window.currency.as_str() == currency && counted_at.is_some_and(|at| at > since) {
+        let counted_here = ToolName::parse(&tool).is_ok_and(|tool| window.counts(&tool));
+        if window.currency.as_str() == currency
+            && counted_here
+            && counted_at.is_some_and(|at| at > since)
+        {
             used.calls = used.calls.saturating_sub(1);
             used.amount = less(used.amount, amount);
         }
@@ -106,7 +111,11 @@ fn read_all(
     let mut windows = Vec::with_capacity(mandate.limits.windows.len());
     for window in &mandate.limits.windows {
         let since = now.saturating_sub(window.window_ms);
-        let (calls, amount) = window_usage(conn, merchant, window.currency.as_str(), since)?;
+        let currency = window.currency.as_str();
+        let (calls, amount) = match &window.tools {
+            None => window_usage(conn, merchant, currency, since)?,
+            Some(tools) => scoped_window_usage(conn, merchant, currency, since, tools)?,
+        };
         windows.push(WindowUsage {
             calls: u32::try_from(calls).unwrap_or(u32::MAX),
             amount: Minor::new(amount).unwrap_or(Minor::MAX),
@@ -178,6 +187,29 @@ fn window_usage(
         assert_eq!(usage, scanned, "window buckets disagree with the intents");
     }
     Ok(usage)
+}
+
+/// Calls and amount of intents of `tools` counted after `since`. A scoped window is written
+/// for a tool called a few times a day (instant settlements), so it is summed by a scan of the
+/// window's intents rather than from the per-minute buckets, which do not know the tool.
+fn scoped_window_usage(
+    conn: &Connection,
+    merchant: &str,
+    currency: &str,
+    since: u64,
+    tools: &[ToolName],
+) -> rusqlite::Result<(u64, u64)> {
+    let names: Vec<&str> = tools.iter().map(ToolName::as_str).collect();
+    let names = serde_json::to_string(&names).expect("a list of names serializes");
+    conn.row(
+        &format!(
+            "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+             WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}
+               AND tool IN (SELECT value FROM json_each(?4))"
+        ),
+        params![merchant, currency, since, names],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
 }
 
 /// Fees and tax charged on attempts that ended after `since`.

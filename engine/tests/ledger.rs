@@ -26,6 +26,34 @@ fn the_ledger_opens_only_in_a_durable_configuration() {
     }
 }
 
+/// Two proxies started at once on a fresh ledger file (two workers, one ledger) both open it:
+/// the second to take the write lock finds the schema already there and does not run it again.
+#[test]
+fn processes_opening_a_fresh_ledger_at_once_all_succeed() {
+    const OPENERS: usize = 4;
+    for round in 0..8 {
+        let world = World::new();
+        let db = world.db();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(OPENERS));
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                let (db, start) = (db.clone(), std::sync::Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    Ledger::open(&db).map(|ledger| ledger.pragmas().unwrap().user_version)
+                })
+            })
+            .collect();
+        for opener in openers {
+            let opened = opener.join().unwrap();
+            assert!(
+                matches!(opened, Ok(1)),
+                "round {round}: a concurrent open failed: {opened:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
     let world = World::new();

@@ -521,3 +521,60 @@ fn every_reason_code_is_produced_with_its_numbers() {
         .collect();
     assert!(missing.is_empty(), "no test produces {missing:?}");
 }
+
+/// A merchant's two budgets: refunds have their own window and instant settlements theirs (one a
+/// day). The second settlement is refused by the settlements' window while refunds, which it
+/// does not count, go on; and the refunds' window does not count the settlement.
+#[test]
+fn a_window_scoped_to_a_tool_counts_only_that_tool() {
+    let scoped = with(|y| {
+        y.replace(
+            "    - {window_ms: 86400000, max_calls: 40, max_amount_minor: 2000000, currency: INR}",
+            "    - {window_ms: 86400000, max_calls: 2, max_amount_minor: 2000000, currency: INR, tools: [create_refund]}\n    \
+             - {window_ms: 86400000, max_calls: 1, max_amount_minor: 1000000, currency: INR, tools: [create_instant_settlement]}",
+        )
+    });
+    assert_eq!(scoped.limits.windows.len(), 2, "the edit applied");
+    let world = World::new();
+    let engine = world.engine_with(world.rail(), "p1", scoped);
+    let live = live();
+    let propose = |action| engine.propose(&action, Some(&live)).unwrap();
+
+    let first = propose(settlement(100_000));
+    assert_eq!(first.reason_code, ReasonCode::Applied, "{first:#?}");
+    let refund_one = propose(refund("pay_2000", 1_000));
+    assert_eq!(
+        refund_one.reason_code,
+        ReasonCode::Applied,
+        "{refund_one:#?}"
+    );
+    let second = propose(settlement(50_000));
+    assert_eq!(second.reason_code, ReasonCode::WindowCallsExceeded);
+    assert!(
+        second
+            .message
+            .contains("call 2 of create_instant_settlement")
+            && second.message.contains("allows 1"),
+        "{}",
+        second.message
+    );
+    // The refunds' window has counted one call, not two: a second refund still fits.
+    let refund_two = propose(refund("pay_1002", 1_000));
+    assert_eq!(
+        refund_two.reason_code,
+        ReasonCode::Applied,
+        "{refund_two:#?}"
+    );
+    let refund_three = propose(refund("pay_1002", 2_000));
+    assert_eq!(refund_three.reason_code, ReasonCode::WindowCallsExceeded);
+    assert!(
+        refund_three.message.contains("call 3 of create_refund"),
+        "{}",
+        refund_three.message
+    );
+    // A day later both windows have emptied.
+    world.clock.advance(86_400_000);
+    let next_day = propose(settlement(50_000));
+    assert_eq!(next_day.reason_code, ReasonCode::Applied, "{next_day:#?}");
+    assert_eq!(engine.rail().rail_entities().len(), 4);
+}

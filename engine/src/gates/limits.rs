@@ -1,10 +1,12 @@
-//! G3 limits and velocity: sliding windows on calls and amount, the fee budget, and the count of
-//! refunds on one payment. Counts include intents authorised, held or in progress as well as
-//! applied ones, and are read in the transaction that inserts this intent, so concurrent calls
-//! cannot together exceed a window (counting applied ones only, as the reference did, races).
+//! G3 limits and velocity: sliding windows on calls and amount (each over every money tool, or
+//! over the tools it names), the fee budget, and the count of refunds on one payment. Counts
+//! include intents authorised, held or in progress as well as applied ones, and are read in the
+//! transaction that inserts this intent, so concurrent calls cannot together exceed a window
+//! (counting applied ones only, as the reference did, races).
 
 use super::{Gate, GateInput, GateResult};
 use crate::rail::Referent;
+use interlock_spec::ids::ToolName;
 use interlock_spec::money::Minor;
 use interlock_spec::reason::ReasonCode;
 use interlock_spec::sik::is_refund_tool;
@@ -22,16 +24,21 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
     };
     let currency = referent.currency();
     for (index, window) in mandate.limits.windows.iter().enumerate() {
-        if window.currency != currency {
+        if window.currency != currency || !window.counts(&action.tool) {
             continue;
         }
+        // A scoped window names its tools, so the agent knows which budget it ran out of.
+        let of = match &window.tools {
+            Some(tools) => format!(" of {}", join(tools)),
+            None => String::new(),
+        };
         let used = usage.windows.get(index).copied().unwrap_or_default();
         let calls = used.calls.saturating_add(1);
         if calls > window.max_calls {
             return block(
                 ReasonCode::WindowCallsExceeded,
                 format!(
-                    "this would be call {calls} in {} ms; the window allows {} ({} already counted)",
+                    "this would be call {calls}{of} in {} ms; the window allows {} ({} already counted)",
                     window.window_ms, window.max_calls, used.calls
                 ),
             );
@@ -41,7 +48,7 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
             return block(
                 ReasonCode::WindowAmountExceeded,
                 format!(
-                    "{} {currency} would bring the {} ms window to {}; its cap is {} ({} already counted)",
+                    "{} {currency} would bring the {} ms window{of} to {}; its cap is {} ({} already counted)",
                     action.amount,
                     window.window_ms,
                     total.map_or("more than 2^53".to_owned(), |t| t.to_string()),
@@ -82,4 +89,9 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
         ReasonCode::LimitsOk,
         "within every window and budget",
     )
+}
+
+fn join(tools: &[ToolName]) -> String {
+    let names: Vec<&str> = tools.iter().map(ToolName::as_str).collect();
+    names.join(", ")
 }

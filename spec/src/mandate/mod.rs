@@ -80,7 +80,7 @@ pub enum MandateTimeError {
 /// A human-approved mandate. See the module documentation and `examples/mandate.yaml`.
 ///
 /// Optional fields added after v1's first shape (`on_unresolvable`, `max_refunds_per_payment`,
-/// `provenance`) are left out of the serialized form when absent, so adding such a field to the
+/// `provenance`, a window's `tools`) are left out of the serialized form when absent, so adding such a field to the
 /// format does not change the hash of mandates that do not use it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -214,6 +214,19 @@ pub struct WindowLimit {
     pub max_amount_minor: Minor,
     /// The currency the window counts.
     pub currency: Currency,
+    /// The tools whose calls the window counts; absent means every money tool. A merchant
+    /// writes one window for refunds and another for instant settlements, so that a day's
+    /// settlement neither uses up the refunds' cap nor hides inside it. Left out of the
+    /// serialized form when absent, so mandates without it keep their hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolName>>,
+}
+
+impl WindowLimit {
+    /// Whether a call of `tool` counts against this window.
+    pub fn counts(&self, tool: &ToolName) -> bool {
+        self.tools.as_ref().is_none_or(|tools| tools.contains(tool))
+    }
 }
 
 /// A budget for rail fees in one currency.

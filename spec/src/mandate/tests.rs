@@ -292,6 +292,49 @@ fn limit_violations_name_their_field() {
 }
 
 #[test]
+fn a_window_scoped_to_tools_counts_only_them() {
+    let text = edited(
+        "      currency: INR\n",
+        "      currency: INR\n      tools: [create_refund]\n",
+    );
+    let mandate = Mandate::parse_yaml(&text).unwrap();
+    let window = &mandate.limits.windows[0];
+    assert_eq!(window.tools, Some(vec![tool("create_refund")]));
+    assert!(window.counts(&tool("create_refund")));
+    assert!(!window.counts(&tool("create_instant_settlement")));
+    // Unscoped, a window counts every tool, and the optional field leaves the hash alone.
+    let unscoped = &example().limits.windows[0];
+    assert!(unscoped.counts(&tool("create_instant_settlement")));
+    assert_ne!(mandate.hash(), example().hash());
+    let json = serde_json::to_value(example()).unwrap();
+    assert!(json["limits"]["windows"][0].get("tools").is_none());
+}
+
+#[test]
+fn window_scope_violations_name_their_field() {
+    let scoped = |tools: &[&str]| {
+        let tools: Vec<ToolName> = tools.iter().map(|name| tool(name)).collect();
+        move |m: &mut Mandate| m.limits.windows[0].tools = Some(tools)
+    };
+    assert_violation(scoped(&[]), "limits.windows[0].tools", Problem::Empty);
+    assert_violation(
+        scoped(&["create_payout"]),
+        "limits.windows[0].tools",
+        Problem::UngrantedTool(tool("create_payout")),
+    );
+    assert_violation(
+        scoped(&["create_refund", "create_refund"]),
+        "limits.windows[0].tools",
+        Problem::Duplicate("create_refund".to_owned()),
+    );
+    let text = edited(
+        "      currency: INR\n",
+        "      currency: INR\n      tools: create_refund\n",
+    );
+    assert!(yaml_error(&text).contains("tools"), "{}", yaml_error(&text));
+}
+
+#[test]
 fn idempotency_violations_name_their_field() {
     let rule = |m: &mut Mandate| {
         m.idempotency

@@ -2,7 +2,7 @@
 //! (`scope.grants.create_refund.value.max_amount_minor`), so one `interlock check` run lists
 //! everything a human has to fix.
 
-use super::{Limits, MANDATE_VERSION, Mandate, Provenance};
+use super::{MANDATE_VERSION, Mandate, Provenance};
 use crate::canonical::JSON_INTEGER_MAX;
 use crate::hash::is_sha256_hex;
 use crate::ids::{ToolName, is_word};
@@ -189,7 +189,7 @@ pub(super) fn mandate(mandate: &Mandate) -> Result<(), Vec<Violation>> {
     let mut checker = Checker::default();
     header(&mut checker, mandate);
     grants(&mut checker, mandate);
-    limits(&mut checker, &mandate.limits, &granted_currencies(mandate));
+    limits(&mut checker, mandate, &granted_currencies(mandate));
     idempotency(&mut checker, mandate);
     if let Some(provenance) = &mandate.provenance {
         pins(&mut checker, provenance, mandate);
@@ -279,7 +279,8 @@ fn granted_currencies(mandate: &Mandate) -> BTreeSet<Currency> {
         .collect()
 }
 
-fn limits(checker: &mut Checker, limits: &Limits, granted: &BTreeSet<Currency>) {
+fn limits(checker: &mut Checker, mandate: &Mandate, granted: &BTreeSet<Currency>) {
+    let limits = &mandate.limits;
     checker.count("limits.windows", limits.windows.len(), WINDOWS_MAX);
     for (index, window) in limits.windows.iter().enumerate() {
         let path = format!("limits.windows[{index}]");
@@ -293,6 +294,9 @@ fn limits(checker: &mut Checker, limits: &Limits, granted: &BTreeSet<Currency>) 
                 Problem::UngrantedCurrency(window.currency),
             );
         }
+        if let Some(tools) = &window.tools {
+            window_tools(checker, &format!("{path}.tools"), tools, mandate);
+        }
     }
     let budgets = &limits.fee_budgets;
     checker.count("limits.fee_budgets", budgets.len(), FEE_BUDGETS_MAX);
@@ -301,6 +305,23 @@ fn limits(checker: &mut Checker, limits: &Limits, granted: &BTreeSet<Currency>) 
         checker.duration(&format!("{path}.window_ms"), budget.window_ms);
         if !granted.contains(currency) {
             checker.fail(&path, Problem::UngrantedCurrency(*currency));
+        }
+    }
+}
+
+/// A window's scope: some granted tools, each once. An empty list would count nothing, which
+/// reads as a limit but is none, so it is refused rather than taken to mean "every tool".
+fn window_tools(checker: &mut Checker, path: &str, tools: &[ToolName], mandate: &Mandate) {
+    if tools.is_empty() {
+        checker.fail(path, Problem::Empty);
+    }
+    checker.count(path, tools.len(), GRANTS_MAX);
+    let mut seen = BTreeSet::new();
+    for tool in tools {
+        if mandate.grant(tool).is_none() {
+            checker.fail(path, Problem::UngrantedTool(tool.clone()));
+        } else if !seen.insert(tool) {
+            checker.fail(path, Problem::Duplicate(tool.to_string()));
         }
     }
 }

@@ -1,0 +1,293 @@
+//! `interlock-bench latency`: one rmcp client calls `fetch_payment` and `create_refund` directly
+//! on an `interlock-rail-mock` and through `interlock serve` in front of another mock (same seed,
+//! its own journal), interleaved in one run, and prints p50/p99 of each path and the latency the
+//! proxy adds. See `bench/README.md`.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Res;
+use crate::bins::Bins;
+use crate::figures::figures;
+use crate::mcp::{self, Client, Reply};
+
+/// The options of `interlock-bench latency`.
+#[derive(clap::Args, Debug)]
+pub struct LatencyArgs {
+    /// Measured calls of each tool on each path.
+    #[arg(long, default_value_t = 300)]
+    pub calls: usize,
+    /// Unmeasured warm-up calls of fetch_payment on each path.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: usize,
+    /// Directory holding the `interlock` and `interlock-rail-mock` binaries. Default: the
+    /// directory of this binary, after `cargo build` of both with this binary's profile.
+    #[arg(long)]
+    pub bin_dir: Option<PathBuf>,
+    /// Print the figures as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The longest one measured call may take before the run fails.
+const LATENCY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A seed with `n` fresh, unrefunded payments `pay_B000000`…, each refunded once by the run.
+fn seed(n: usize) -> Value {
+    let payments: Vec<Value> = (0..n)
+        .map(|i| json!({"id": payment_id(i), "amount": 100_000}))
+        .collect();
+    json!({"currency": "INR", "balance": 1_000_000_000_u64, "payments": payments})
+}
+
+fn payment_id(i: usize) -> String {
+    format!("pay_B{i:06}")
+}
+
+/// A mandate granting `fetch_payment` and `create_refund`, with limits no run reaches.
+fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
+    let s = |v: &Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("pin --json: unexpected output {pins}"))
+    };
+    Ok(format!(
+        r#"v: 1
+mandate_id: mnd_bench
+merchant_id: acc_BENCH00001
+agent_id: {agent}
+issued_at: 1700000000000
+expires_at: 4000000000000
+purpose: "Latency benchmark"
+scope:
+  grants:
+    fetch_payment:
+      reversibility: reversible
+      value:
+        max_amount_minor: 0
+        min_amount_minor: 0
+        currencies: [INR]
+    create_refund:
+      reversibility: irreversible
+      value:
+        max_amount_minor: 100000
+        min_amount_minor: 100
+        currencies: [INR]
+limits:
+  windows:
+    - window_ms: 86400000
+      max_calls: {max_calls}
+      max_amount_minor: 100000000000
+      currency: INR
+  fee_budgets:
+    INR:
+      window_ms: 86400000
+      max_fee_minor: 100000000000
+idempotency:
+  create_refund:
+    key_fields: [payment_id]
+    window_ms: null
+provenance:
+  server_id: "{server_id}"
+  manifest_sha256: "{manifest}"
+  pinned_manifests:
+    fetch_payment:
+      sha256: "{p1}"
+      trust_tier: "pinned"
+    create_refund:
+      sha256: "{p2}"
+      trust_tier: "pinned"
+"#,
+        max_calls = calls * 4 + 100,
+        server_id = s(&pins["server_id"])?,
+        manifest = s(&pins["manifest_sha256"])?,
+        p1 = s(&pins["tools"]["fetch_payment"])?,
+        p2 = s(&pins["tools"]["create_refund"])?,
+    ))
+}
+
+/// One timed call; an error result is a failed run (the benchmark measures successes only).
+async fn timed(client: &Client, tool: &str, args: Value, what: &str) -> Res<Duration> {
+    let (reply, elapsed) = mcp::call(client, tool, args, LATENCY_CALL_TIMEOUT).await;
+    match reply {
+        Reply::Answered(result) if result.is_error != Some(true) => Ok(elapsed),
+        Reply::Answered(result) => Err(format!(
+            "{what} {tool} returned an error: {}",
+            mcp::text_of(&result)
+        )),
+        Reply::Failed(e) => Err(format!("{what} {tool}: {e}")),
+        Reply::TimedOut => Err(format!(
+            "{what} {tool}: no answer within {} s",
+            LATENCY_CALL_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Runs the latency benchmark and prints its figures.
+pub fn latency(args: LatencyArgs) -> Res<()> {
+    if args.calls == 0 {
+        return Err("--calls must be at least 1".into());
+    }
+    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let bins = match &args.bin_dir {
+        Some(dir) => Bins::in_dir(dir, &bench)?,
+        None => Bins::build_beside(&bench)?,
+    };
+    if !bins.release {
+        eprintln!("warning: a debug build; run with --release for meaningful figures");
+    }
+    let (interlock, mock) = (bins.interlock, bins.mock);
+    let tmp = tempfile::Builder::new()
+        .prefix("interlock-bench-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let dir = tmp.path();
+    let seed_file = dir.join("seed.json");
+    std::fs::write(&seed_file, seed(args.calls).to_string())
+        .map_err(|e| format!("write seed: {e}"))?;
+
+    let pins = mcp::pins(&interlock, &mock, &seed_file)?;
+    let agent = "agent_bench";
+    let mandate_file = dir.join("mandate.yaml");
+    std::fs::write(&mandate_file, mandate(&pins, agent, args.calls)?)
+        .map_err(|e| format!("write mandate: {e}"))?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio: {e}"))?;
+    rt.block_on(async {
+        let mut direct_cmd = tokio::process::Command::new(&mock);
+        direct_cmd
+            .arg("--journal")
+            .arg(dir.join("direct-rail.db"))
+            .arg("--seed")
+            .arg(&seed_file)
+            .args(["--log-level", "error"]);
+        let direct = mcp::connect(direct_cmd, Stdio::null(), "the direct mock").await?;
+
+        let mut through_cmd = tokio::process::Command::new(&interlock);
+        through_cmd
+            .arg("serve")
+            .arg("--mandate")
+            .arg(&mandate_file)
+            .arg("--db")
+            .arg(dir.join("ledger.db"))
+            .args(["--agent", agent, "--"])
+            .arg(&mock)
+            .arg("--journal")
+            .arg(dir.join("through-rail.db"))
+            .arg("--seed")
+            .arg(&seed_file)
+            .args(["--log-level", "error"])
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .env_remove("RAZORPAY_KEY_ID");
+        let through = mcp::connect(through_cmd, Stdio::null(), "interlock serve").await?;
+
+        let read_args = || json!({"payment_id": payment_id(0)});
+        for _ in 0..args.warmup {
+            timed(&direct, "fetch_payment", read_args(), "direct").await?;
+            timed(&through, "fetch_payment", read_args(), "through").await?;
+        }
+
+        let n = args.calls;
+        let (mut read_d, mut read_t) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut pay_d, mut pay_t) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let refund = json!({"payment_id": payment_id(i), "amount": 100});
+            // Alternate which path goes first, so neither always runs on a warmer cache.
+            if i % 2 == 0 {
+                read_d.push(timed(&direct, "fetch_payment", read_args(), "direct").await?);
+                read_t.push(timed(&through, "fetch_payment", read_args(), "through").await?);
+                pay_d.push(timed(&direct, "create_refund", refund.clone(), "direct").await?);
+                pay_t.push(timed(&through, "create_refund", refund, "through").await?);
+            } else {
+                read_t.push(timed(&through, "fetch_payment", read_args(), "through").await?);
+                read_d.push(timed(&direct, "fetch_payment", read_args(), "direct").await?);
+                pay_t.push(timed(&through, "create_refund", refund.clone(), "through").await?);
+                pay_d.push(timed(&direct, "create_refund", refund, "direct").await?);
+            }
+        }
+        let _ = direct.cancel().await;
+        let _ = through.cancel().await;
+        report(
+            &args,
+            [
+                ("fetch_payment", read_d, read_t),
+                ("create_refund", pay_d, pay_t),
+            ],
+        );
+        Ok::<(), String>(())
+    })
+}
+
+fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
+    let mut out = serde_json::Map::new();
+    if !args.json {
+        println!(
+            "latency: {} calls of each tool on each path, interleaved (ms)",
+            args.calls
+        );
+        println!(
+            "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "tool",
+            "direct50",
+            "direct99",
+            "thru50",
+            "thru99",
+            "added50",
+            "added99",
+            "dmean",
+            "tmean"
+        );
+    }
+    for (tool, d, t) in rows {
+        let (d, t) = (figures(d), figures(t));
+        if args.json {
+            out.insert(
+                tool.to_owned(),
+                json!({
+                    "direct": {"p50_ms": d.p50, "p99_ms": d.p99, "mean_ms": d.mean},
+                    "through": {"p50_ms": t.p50, "p99_ms": t.p99, "mean_ms": t.mean},
+                    "added": {"p50_ms": t.p50 - d.p50, "p99_ms": t.p99 - d.p99},
+                }),
+            );
+        } else {
+            println!(
+                "{:<14} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                tool,
+                d.p50,
+                d.p99,
+                t.p50,
+                t.p99,
+                t.p50 - d.p50,
+                t.p99 - d.p99,
+                d.mean,
+                t.mean
+            );
+        }
+    }
+    if args.json {
+        out.insert("calls".into(), json!(args.calls));
+        println!("{}", Value::Object(out));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_has_one_fresh_payment_per_call() {
+        let s = seed(3);
+        assert_eq!(s["payments"].as_array().unwrap().len(), 3);
+        assert_eq!(s["payments"][2]["id"], "pay_B000002");
+    }
+}

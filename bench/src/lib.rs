@@ -1,0 +1,22 @@
+//! `interlock-bench`: benchmarks for Interlock, run as commands that print figures.
+//!
+//! - [`scenario`]: the scenario benchmark. Thirty attack and failure scenarios
+//!   (`bench/scenarios/*.yaml`), each run by the same harness with the same seed once against
+//!   the mock rail directly and once through `interlock serve`, judged from the rail's journal.
+//! - [`latency`]: the latency `interlock serve` adds to a read and to a refund.
+//! - [`shim`]: the poisoned upstream the tool-manifest scenarios put in front of the mock.
+//!
+//! Shared pieces: [`bins`] finds or builds the binaries, [`mcp`] is the client side of MCP,
+//! [`figures`] turns durations into quantiles.
+
+#![deny(missing_docs)]
+
+pub mod bins;
+pub mod figures;
+pub mod latency;
+pub mod mcp;
+pub mod scenario;
+pub mod shim;
+
+/// Errors in the bench are sentences for the person running it.
+pub type Res<T> = Result<T, String>;
