@@ -119,6 +119,9 @@ pub enum EngineError {
     /// The mandate has no hash (it would not validate).
     #[error("the mandate cannot be hashed: {0}")]
     Mandate(String),
+    /// An operator's approval that does not bind to the held intent; it stays held.
+    #[error("not approved, still held: {0}")]
+    NotApprovable(String),
     /// A kill point fired (tests only).
     #[error("killed at {0}")]
     Killed(&'static str),

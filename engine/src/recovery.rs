@@ -116,19 +116,29 @@ impl<R: Rail> Engine<R> {
         ))
     }
 
-    /// A human approves a held intent. The approval binds to the intent (its SIK, amount and
-    /// mandate); the action is judged again first, against the rail and the ledger as they are
-    /// now, inside the transaction that releases it: a hold lifts holds, never a block (an
-    /// expired mandate, a window filled since, a payment refunded since, a drifted tool).
-    /// Then `HOLD_RELEASED`, and the attempt runs.
+    /// A human approves a held intent. The approval binds to the intent: its SIK (the key), its
+    /// amount (the held call's, which the approver cannot change) and the mandate it was held
+    /// under (an approval given under another mandate is refused: reject the hold and let the
+    /// agent propose again). All three, with who and why, go into the `HOLD_RELEASED` record.
+    /// The action is judged again first, against the rail and the ledger as they are now,
+    /// inside the transaction that releases it: a hold lifts holds, never a block (an expired
+    /// mandate, a window filled since, a payment refunded since, a drifted tool). Then the
+    /// attempt runs.
     pub fn approve(
         &self,
         key: &IntentKey,
         by: &str,
+        why: &str,
         live_tool: Option<&LiveTool>,
     ) -> Result<Answer, EngineError> {
         let now = self.clock.now_ms();
-        let (call, distinct) = self.held_call(key)?;
+        let (call, distinct, held_under) = self.held_call(key)?;
+        if held_under != self.mandate_hash {
+            return Err(EngineError::NotApprovable(format!(
+                "intent {} was held under the mandate with sha256 {held_under}, and this approval is given under mandate {} (sha256 {}); approve it with the mandate it was held under, or reject it and let the agent propose again",
+                key.sik, self.mandate.mandate_id, self.mandate_hash
+            )));
+        }
         let action = action_of(&self.mandate, key, &call, distinct);
         let referent = self.rail.resolve(&action).map_err(|e| e.to_string());
         // A hold made while the rail could not be read is keyed on the agent's text. If the
@@ -198,8 +208,17 @@ impl<R: Rail> Engine<R> {
                 return Ok(Err(ladder));
             }
             let change = Change {
-                reason: Some(("APPROVED".into(), format!("approved by {by}"))),
-                context: Some(json!({"by": by, "gates": ladder.results})),
+                reason: Some(("APPROVED".into(), format!("approved by {by}: {why}"))),
+                // What the approval binds to, in the hash-chained record.
+                context: Some(json!({
+                    "by": by,
+                    "why": why,
+                    "sik": key.sik,
+                    "amount_minor": call.amount,
+                    "currency": call.currency,
+                    "mandate_sha256": held_under,
+                    "gates": ladder.results,
+                })),
                 ..Change::default()
             };
             match ledger::apply_locked(tx, key, &seen, &Event::HoldReleased, now, &change)? {
@@ -218,14 +237,19 @@ impl<R: Rail> Engine<R> {
         }
     }
 
-    fn held_call(&self, key: &IntentKey) -> Result<(RailCall, Option<String>), EngineError> {
-        let (call, distinct): (String, Option<String>) = self
+    /// The held intent's call, distinct reason and the hash of the mandate it was held under.
+    fn held_call(
+        &self,
+        key: &IntentKey,
+    ) -> Result<(RailCall, Option<String>, String), EngineError> {
+        let (call, distinct, mandate_hash): (String, Option<String>, String) = self
             .ledger
             .conn()
             .row(
-                "SELECT call_json, distinct_reason FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+                "SELECT call_json, distinct_reason, mandate_hash FROM intents
+                 WHERE merchant_id = ?1 AND sik = ?2",
                 params![key.merchant_id.as_str(), key.sik.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .map_err(|e| match e {
                 rusqlite::Error::QueryReturnedNoRows => {
@@ -237,7 +261,7 @@ impl<R: Rail> Engine<R> {
             key: ledger::describe(key),
             problem: format!("call_json: {e}"),
         })?;
-        Ok((call, distinct))
+        Ok((call, distinct, mandate_hash))
     }
 
     /// A human rejects a held intent: `HOLD_REJECTED`, for good.

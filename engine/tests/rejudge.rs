@@ -73,7 +73,12 @@ fn an_approval_is_refused_when_the_action_no_longer_fits() {
         .unwrap();
     assert_eq!(y.outcome, Outcome::Applied);
     let approval = engine
-        .approve(&key(x.sik.clone().unwrap()), "ops@example", Some(&live()))
+        .approve(
+            &key(x.sik.clone().unwrap()),
+            "ops@example",
+            "checked with the customer",
+            Some(&live()),
+        )
         .unwrap();
     assert_eq!(approval.outcome, Outcome::Refused, "{approval:?}");
     assert_eq!(approval.reason_code, ReasonCode::WindowCallsExceeded);
@@ -86,7 +91,12 @@ fn an_approval_is_refused_when_the_action_no_longer_fits() {
     // A day later the window has room: the same approval goes through, and counts now.
     world.clock.advance(25 * HOUR);
     let approval = engine
-        .approve(&key(x.sik.unwrap()), "ops@example", Some(&live()))
+        .approve(
+            &key(x.sik.unwrap()),
+            "ops@example",
+            "checked with the customer",
+            Some(&live()),
+        )
         .unwrap();
     assert_eq!(approval.outcome, Outcome::Applied, "{approval:?}");
     let z = engine
@@ -111,7 +121,12 @@ fn an_approval_after_the_mandate_expired_or_with_a_drifted_tool_is_refused() {
         sha256: Ok("ee".repeat(32)),
     };
     let approval = engine
-        .approve(&held, "ops@example", Some(&drifted))
+        .approve(
+            &held,
+            "ops@example",
+            "checked with the customer",
+            Some(&drifted),
+        )
         .unwrap();
     assert_eq!(
         approval.reason_code,
@@ -119,7 +134,14 @@ fn an_approval_after_the_mandate_expired_or_with_a_drifted_tool_is_refused() {
         "{approval:?}"
     );
     world.clock.advance(1_800_000_000_000 - T0);
-    let approval = engine.approve(&held, "ops@example", Some(&live())).unwrap();
+    let approval = engine
+        .approve(
+            &held,
+            "ops@example",
+            "checked with the customer",
+            Some(&live()),
+        )
+        .unwrap();
     assert_eq!(
         approval.reason_code,
         ReasonCode::MandateExpired,
@@ -137,26 +159,106 @@ fn an_approval_after_the_mandate_expired_or_with_a_drifted_tool_is_refused() {
 }
 
 #[test]
-fn an_approval_is_recorded_with_who_approved_it() {
+fn an_approval_is_recorded_with_who_why_and_what_it_binds_to() {
     let world = World::new();
-    let engine = world.engine_with(world.rail(), "p1", one_call_per_day(true));
+    let mandate = one_call_per_day(true);
+    let mandate_sha256 = mandate.hash().unwrap();
+    let engine = world.engine_with(world.rail(), "p1", mandate);
     engine.rail().fail_resolves(1);
     let x = engine
         .propose(&refund("pay_1002", 1_000), Some(&live()))
         .unwrap();
+    let sik = x.sik.unwrap();
     let approval = engine
-        .approve(&key(x.sik.unwrap()), "ops@example", Some(&live()))
+        .approve(
+            &key(sik.clone()),
+            "ops@example",
+            "checked with the customer",
+            Some(&live()),
+        )
         .unwrap();
     assert_eq!(approval.outcome, Outcome::Applied, "{approval:?}");
-    let who: String = raw(&world.db())
+    let (who, why, bound_sik, amount, currency, bound_mandate): (
+        String,
+        String,
+        String,
+        i64,
+        String,
+        String,
+    ) = raw(&world.db())
         .query_row(
-            "SELECT json_extract(payload_json, '$.context.by') FROM audit_log WHERE kind = 'HOLD_RELEASED'",
+            "SELECT json_extract(payload_json, '$.context.by'),
+                    json_extract(payload_json, '$.context.why'),
+                    json_extract(payload_json, '$.context.sik'),
+                    json_extract(payload_json, '$.context.amount_minor'),
+                    json_extract(payload_json, '$.context.currency'),
+                    json_extract(payload_json, '$.context.mandate_sha256')
+             FROM audit_log WHERE kind = 'HOLD_RELEASED'",
             [],
-            |r| r.get(0),
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
         )
         .unwrap();
     assert_eq!(who, "ops@example");
+    assert_eq!(why, "checked with the customer");
+    assert_eq!(bound_sik, sik.as_str());
+    assert_eq!((amount, currency.as_str()), (1_000, "INR"));
+    assert_eq!(bound_mandate, mandate_sha256);
     assert_all_invariants(&world, engine.ledger(), engine.rail());
+}
+
+#[test]
+fn an_approval_under_another_mandate_is_refused_and_the_intent_stays_held() {
+    let world = World::new();
+    let held_under = world.engine_with(world.rail(), "p1", one_call_per_day(true));
+    held_under.rail().fail_resolves(1);
+    let x = held_under
+        .propose(&refund("pay_1002", 1_000), Some(&live()))
+        .unwrap();
+    assert_eq!(x.outcome, Outcome::Held);
+    let held = key(x.sik.unwrap());
+    // The same merchant and agent, a wider mandate: approving under it would judge the held
+    // action by rules it was not held under.
+    let wider = Mandate::parse_yaml(
+        &mandate_yaml()
+            .replace("max_calls: 40", "max_calls: 2")
+            .replacen(
+                "max_refunds_per_payment: 3",
+                "max_refunds_per_payment: 3\n      on_unresolvable: hold",
+                1,
+            ),
+    )
+    .unwrap();
+    let other = world.engine_with(world.rail(), "p2", wider);
+    let refused = other
+        .approve(&held, "ops@example", "looks fine", Some(&live()))
+        .unwrap_err();
+    let (state, mandate_hash): (String, String) = raw(&world.db())
+        .query_row(
+            "SELECT state, mandate_hash FROM intents WHERE sik = ?1",
+            [held.sik.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let message = refused.to_string();
+    assert!(
+        message.starts_with("not approved, still held") && message.contains(&mandate_hash),
+        "{message}"
+    );
+    assert_eq!(state, State::Held.as_str());
+    assert!(other.rail().executed().is_empty());
+    let approval = held_under
+        .approve(&held, "ops@example", "looks fine", Some(&live()))
+        .unwrap();
+    assert_eq!(approval.outcome, Outcome::Applied, "{approval:?}");
 }
 
 #[test]
@@ -178,7 +280,12 @@ fn an_approval_is_refused_when_the_rail_names_the_held_subject_differently() {
         .unwrap();
     assert_eq!(x.outcome, Outcome::Held);
     let approval = engine
-        .approve(&key(x.sik.unwrap()), "ops@example", Some(&live()))
+        .approve(
+            &key(x.sik.unwrap()),
+            "ops@example",
+            "checked with the customer",
+            Some(&live()),
+        )
         .unwrap();
     assert_eq!(approval.outcome, Outcome::Refused, "{approval:?}");
     assert!(

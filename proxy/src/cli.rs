@@ -15,7 +15,7 @@ use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
 use crate::server::{Proxy, ProxyServer};
-use crate::upstream::{McpRail, Upstream, tool_sha256};
+use crate::upstream::{Carriage, McpRail, Upstream, carriage, tool_sha256};
 
 /// `--version`; a build with kill points says so, so the chaos matrix can refuse one without.
 const VERSION: &str = if cfg!(feature = "failpoints") {
@@ -142,6 +142,9 @@ struct ApproveArgs {
     /// Bound on the rail call, in milliseconds.
     #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
     call_timeout_ms: u64,
+    /// Approve even if a live Razorpay key reaches the upstream (real money).
+    #[arg(long, env = "INTERLOCK_ALLOW_LIVE")]
+    allow_live: bool,
     /// The upstream command and its arguments (the approved attempt is sent through it).
     #[arg(last = true, required = true)]
     upstream: Vec<String>,
@@ -184,7 +187,8 @@ struct ServeArgs {
     /// Bound on one upstream call, in milliseconds; a money call that runs out is ambiguous.
     #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
     call_timeout_ms: u64,
-    /// Start even if RAZORPAY_KEY_ID is a live key (real money).
+    /// Start even if a live Razorpay key (`rzp_live_…`) reaches the upstream: in
+    /// RAZORPAY_KEY_ID, in the upstream's arguments, or in ~/.razorpay-mcp-server.yaml.
     #[arg(long, env = "INTERLOCK_ALLOW_LIVE")]
     allow_live: bool,
     /// How long a lease on an intent lasts, in milliseconds; at least the call timeout + 5000.
@@ -367,18 +371,66 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
+/// The most of a Razorpay MCP server's config file the live-key check reads.
+const RAZORPAY_CONFIG_BYTES_MAX: u64 = 64 * 1024;
+
+/// Where a live Razorpay key (`rzp_live_…`) would reach the upstream, if anywhere: the
+/// environment it inherits (`RAZORPAY_KEY_ID`), its own arguments (`--key`/`-k`), or the config
+/// file Razorpay's server reads from the home directory (`~/.razorpay-mcp-server.yaml`).
+fn live_key_source(upstream: &[String]) -> Option<String> {
+    const LIVE: &str = "rzp_live_";
+    if std::env::var("RAZORPAY_KEY_ID").is_ok_and(|key| key.starts_with(LIVE)) {
+        return Some("RAZORPAY_KEY_ID in the environment".to_owned());
+    }
+    if let Some(arg) = upstream.iter().position(|a| a.contains(LIVE)) {
+        return Some(format!("the upstream's command line (word {})", arg + 1));
+    }
+    let home = std::env::var_os("HOME")?;
+    for name in [
+        ".razorpay-mcp-server.yaml",
+        ".razorpay-mcp-server.yml",
+        ".razorpay-mcp-server",
+    ] {
+        let path = Path::new(&home).join(name);
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut text = String::new();
+        use std::io::Read;
+        // An unreadable or non-UTF-8 file is read as far as it goes.
+        let _ = file
+            .take(RAZORPAY_CONFIG_BYTES_MAX)
+            .read_to_string(&mut text);
+        if text.contains(LIVE) {
+            return Some(format!("{}", path.display()));
+        }
+    }
+    None
+}
+
+/// Refuses to `what` (start, approve) in front of an upstream holding a live key, unless the
+/// operator said `--allow-live`.
+fn refuse_live_unless_allowed(
+    upstream: &[String],
+    allow_live: bool,
+    what: &str,
+) -> Result<(), String> {
+    match live_key_source(upstream) {
+        Some(source) if !allow_live => Err(format!(
+            "a live Razorpay key (rzp_live_…) reaches the upstream through {source}: it would move real money; refusing to {what} without --allow-live"
+        )),
+        Some(source) => {
+            tracing::warn!(%source, "a live Razorpay key reaches the upstream: real money (--allow-live)");
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
 fn serve(args: ServeArgs) -> Result<(), String> {
     let mandate = load_active_mandate(&args.mandate)?;
     let agent_id = AgentId::parse(&args.agent).map_err(|e| format!("--agent: {e}"))?;
-    if let Ok(key) = std::env::var("RAZORPAY_KEY_ID")
-        && key.starts_with("rzp_live_")
-        && !args.allow_live
-    {
-        return Err(
-            "RAZORPAY_KEY_ID is a live key (rzp_live_…): the upstream would move real money; refusing to start without --allow-live"
-                .to_owned(),
-        );
-    }
+    refuse_live_unless_allowed(&args.upstream, args.allow_live, "start")?;
     let db = args.db.clone().unwrap_or_else(|| default_db(&args.mandate));
     let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
     let rt = runtime()?;
@@ -577,7 +629,19 @@ fn init(args: InitArgs) -> Result<(), String> {
         Some(upstream_tools(&args.upstream)?)
     };
     let offered: Vec<String> = match &pinned {
-        Some((_, tools)) => tools.iter().map(|t| t.name.to_string()).collect(),
+        Some((_, tools)) => {
+            let (carried, unguarded): (Vec<_>, Vec<_>) = tools
+                .iter()
+                .partition(|t| carriage(&t.name, Some(t)) != Carriage::Unguarded);
+            if !unguarded.is_empty() {
+                let names: Vec<&str> = unguarded.iter().map(|t| t.name.as_ref()).collect();
+                eprintln!(
+                    "interlock: not offered (writes Interlock cannot guard: not a money tool it knows, not declared readOnlyHint): {}",
+                    names.join(", ")
+                );
+            }
+            carried.iter().map(|t| t.name.to_string()).collect()
+        }
         None => init::KNOWN_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
     };
     let mut stdin = std::io::stdin().lock();
@@ -650,6 +714,17 @@ fn pin(args: PinArgs) -> Result<(), String> {
             eprintln!(
                 "interlock: warning: the upstream does not offer granted tool(s) {}",
                 missing.join(", ")
+            );
+        }
+        let unguarded: Vec<&str> = tools
+            .iter()
+            .filter(|t| wanted(&t.name) && carriage(&t.name, Some(t)) == Carriage::Unguarded)
+            .map(|t| t.name.as_ref())
+            .collect();
+        if !unguarded.is_empty() {
+            eprintln!(
+                "interlock: warning: granted tool(s) {} will be refused (TOOL_NOT_READ_ONLY): not a money tool Interlock guards, and not declared readOnlyHint: true",
+                unguarded.join(", ")
             );
         }
     }
@@ -948,6 +1023,7 @@ fn operator_engine<R: interlock_engine::Rail>(
 }
 
 fn approve(args: ApproveArgs) -> Result<(), String> {
+    refuse_live_unless_allowed(&args.upstream, args.allow_live, "approve")?;
     let op = &args.op;
     let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
     let rt = runtime()?;
@@ -958,7 +1034,6 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
             handle: tokio::runtime::Handle::current(),
         };
         let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
-        let by = format!("{} ({})", op.by, args.why);
         // The approval is judged again, G6 included: against the upstream's live definition.
         let tool = engine
             .ledger()
@@ -970,10 +1045,12 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot list the upstream's tools: {e}"))?;
         let live = upstream.live_tool(&tools, &tool);
-        let answer = tokio::task::spawn_blocking(move || engine.approve(&key, &by, live.as_ref()))
-            .await
-            .map_err(|e| format!("the approval task failed: {e}"))?
-            .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
+        let (by, why) = (op.by.clone(), args.why.clone());
+        let answer =
+            tokio::task::spawn_blocking(move || engine.approve(&key, &by, &why, live.as_ref()))
+                .await
+                .map_err(|e| format!("the approval task failed: {e}"))?
+                .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
         if let Ok(upstream) = Arc::try_unwrap(upstream) {
             upstream.close().await;
         }
@@ -1073,14 +1150,26 @@ fn reconcile(args: ReconcileArgs) -> Result<(), String> {
         Ok::<_, String>(passes)
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
+    let said = |result: &interlock_engine::reconcile::PassResult| {
+        use interlock_engine::reconcile::PassResult;
+        match result {
+            PassResult::Concluded(state) => (state.as_str(), "the pass ran"),
+            PassResult::NotDue => ("NOT_DUE", "not due yet; nothing was read"),
+            PassResult::Busy => ("BUSY", "another process holds this intent"),
+        }
+    };
     let rows: Vec<Value> = passes
         .iter()
-        .map(|(key, result)| json!({"sik": key.sik, "result": format!("{result:?}")}))
+        .map(|(key, result)| {
+            let (result, meaning) = said(result);
+            json!({"sik": key.sik, "result": result, "meaning": meaning})
+        })
         .collect();
     print(args.json, &Value::Array(rows), || {
         let mut text = format!("{} intent(s) reconciled\n", passes.len());
         for (key, result) in &passes {
-            text.push_str(&format!("  {}  {result:?}\n", key.sik));
+            let (result, meaning) = said(result);
+            text.push_str(&format!("  {}  {result} ({meaning})\n", key.sik));
         }
         text.trim_end().to_owned()
     });

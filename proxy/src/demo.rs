@@ -590,11 +590,6 @@ provenance:
     /// The ledger and the rail journal, then the invariant.
     fn summary(&self) -> Result<Value, String> {
         let os = std::ffi::OsStr::new;
-        say!("\n=== ledger (interlock ledger list) ===");
-        let (ok, text, stderr) =
-            self.interlock(&[os("ledger"), os("--db"), self.db.as_os_str(), os("list")])?;
-        expect(ok, || format!("ledger list failed: {stderr}"))?;
-        say!("{}", text.trim_end());
         let (ok, json_text, stderr) = self.interlock(&[
             os("ledger"),
             os("--db"),
@@ -605,31 +600,79 @@ provenance:
         expect(ok, || format!("ledger list --json failed: {stderr}"))?;
         let rows: Vec<Value> =
             serde_json::from_str(&json_text).map_err(|e| format!("ledger list JSON: {e}"))?;
-
-        say!("\n=== rail journal ({MOCK} inspect) ===");
         let journal = self.inspect()?;
-        say!("call counters: {}", journal["call_counters"]);
-        let mut stamps: Vec<(String, String)> = Vec::new();
+        // (stamp, entity id, what, subject, amount) of every entity on the rail.
+        let mut entities: Vec<(Option<String>, String, &str, String, u64)> = Vec::new();
         for (kind, what) in [("refunds", "refund"), ("settlements", "settlement")] {
             for e in journal[kind].as_array().into_iter().flatten() {
-                let stamp = e["notes"]["interlock_sik"].as_str();
-                let amount = e["amount"]
-                    .as_u64()
-                    .or_else(|| e["amount_requested"].as_u64())
-                    .unwrap_or(0);
-                say!(
-                    "  {:<10} {:<21}  {:<8} {:>7}  stamp {}",
+                entities.push((
+                    e["notes"]["interlock_sik"].as_str().map(str::to_owned),
+                    e["id"].as_str().unwrap_or("?").to_owned(),
                     what,
-                    e["id"].as_str().unwrap_or("?"),
-                    e["payment_id"].as_str().unwrap_or("-"),
-                    amount,
-                    stamp.unwrap_or("- (not made through Interlock)")
-                );
-                if let Some(s) = stamp {
-                    stamps.push((s.to_owned(), e["id"].as_str().unwrap_or("").to_owned()));
-                }
+                    e["payment_id"].as_str().unwrap_or("balance").to_owned(),
+                    e["amount"]
+                        .as_u64()
+                        .or_else(|| e["amount_requested"].as_u64())
+                        .unwrap_or(0),
+                ));
             }
         }
+        let stamps: Vec<(String, String)> = entities
+            .iter()
+            .filter_map(|(stamp, id, ..)| stamp.clone().map(|s| (s, id.clone())))
+            .collect();
+
+        // One line per intent beside the entity carrying its stamp, then the entities no
+        // intent made (the seed's history).
+        say!(
+            "\n=== the ledger (interlock ledger list) beside the rail's journal ({MOCK} inspect) ==="
+        );
+        say!(
+            "{:<32} {:<21} {:<21} | {:<10} {:<21} {:<8} {:>7}",
+            "intent (SIK)",
+            "state",
+            "ledger's entity",
+            "rail",
+            "entity",
+            "subject",
+            "amount"
+        );
+        let mut shown = vec![false; entities.len()];
+        for r in &rows {
+            let sik = r["sik"].as_str().unwrap_or("?");
+            let left = format!(
+                "{:<32} {:<21} {:<21}",
+                sik,
+                r["state"].as_str().unwrap_or("?"),
+                r["rail_entity_id"].as_str().unwrap_or("-")
+            );
+            let mine: Vec<usize> = (0..entities.len())
+                .filter(|&i| entities[i].0.as_deref() == Some(sik))
+                .collect();
+            if mine.is_empty() {
+                say!("{left} | (no entity carries this stamp)");
+            }
+            for i in mine {
+                shown[i] = true;
+                let (_, id, what, subject, amount) = &entities[i];
+                say!("{left} | {what:<10} {id:<21} {subject:<8} {amount:>7}");
+            }
+        }
+        for (i, (stamp, id, what, subject, amount)) in entities.iter().enumerate() {
+            if !shown[i] {
+                let whose = match stamp {
+                    Some(s) => format!("stamped {s}, no such intent"),
+                    None => "(not made through Interlock)".to_owned(),
+                };
+                say!(
+                    "{:<32} {:<21} {:<21} | {what:<10} {id:<21} {subject:<8} {amount:>7}",
+                    whose,
+                    "",
+                    ""
+                );
+            }
+        }
+        say!("rail call counters: {}", journal["call_counters"]);
 
         // Invariant: each stamp once in the rail, and the stamped entities are exactly the
         // ledger's APPLIED intents.

@@ -8,7 +8,7 @@ use interlock_engine::gates::{self, GateResult};
 use interlock_engine::{Answer, Engine, Outcome};
 use interlock_spec::action;
 use interlock_spec::ids::{AgentId, ToolName};
-use interlock_spec::mandate::{Mandate, MandateTimeError};
+use interlock_spec::mandate::Mandate;
 use interlock_spec::reason::ReasonCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::upstream::{McpRail, Upstream, money_kind};
+use crate::upstream::{Carriage, McpRail, Upstream, carriage, unguarded_message};
 
 /// What the proxy serves with.
 pub struct Proxy {
@@ -104,54 +104,14 @@ fn answer_result(answer: &Answer) -> CallToolResult {
 }
 
 impl Proxy {
-    /// G1 before anything is read or forwarded, in the engine's order: the agent is the
-    /// mandate's, the mandate is in force, and it grants the tool. (The merchant is the
-    /// mandate's by construction: the proxy takes it from there, never from the arguments.)
+    /// G1 before anything is read or forwarded: the engine's own gate, over what every call
+    /// has. (The merchant is the mandate's by construction: the proxy takes it from there,
+    /// never from the arguments.)
     fn scope(&self, tool: &ToolName) -> Option<GateResult> {
         let mandate: &Mandate = self.engine.mandate();
         let now = interlock_spec_now();
-        let block = |code, message: String| Some(GateResult::block(gates::Gate::G1, code, message));
-        if self.agent_id != mandate.agent_id {
-            return block(
-                ReasonCode::AgentMismatch,
-                format!(
-                    "agent {} is not the agent mandate {} authorises ({})",
-                    self.agent_id, mandate.mandate_id, mandate.agent_id
-                ),
-            );
-        }
-        match mandate.check_active(now) {
-            Ok(()) => {}
-            Err(MandateTimeError::Expired { expires_at, .. }) => {
-                return block(
-                    ReasonCode::MandateExpired,
-                    format!(
-                        "mandate {} expired at {expires_at} (epoch ms); a human must issue a new one",
-                        mandate.mandate_id
-                    ),
-                );
-            }
-            Err(MandateTimeError::NotYetValid { issued_at, .. }) => {
-                return block(
-                    ReasonCode::MandateNotYetValid,
-                    format!(
-                        "mandate {} is valid from {issued_at} (epoch ms)",
-                        mandate.mandate_id
-                    ),
-                );
-            }
-        }
-        if mandate.grant(tool).is_none() {
-            return block(
-                ReasonCode::ToolNotGranted,
-                format!(
-                    "mandate {} does not grant {tool}; it grants {}",
-                    mandate.mandate_id,
-                    granted(mandate).join(", ")
-                ),
-            );
-        }
-        None
+        let g1 = gates::scope::check_call(mandate, &mandate.merchant_id, &self.agent_id, tool, now);
+        (g1.verdict != interlock_machine::Verdict::Allow).then_some(g1)
     }
 
     async fn call(&self, request: CallToolRequestParams) -> Result<CallToolResult, McpError> {
@@ -173,20 +133,32 @@ impl Proxy {
         }
         // G6 against the live definition, fetched for this call: a pin checked only at listing
         // is a bypass.
-        let live = match self.upstream.tools().await {
-            Ok(tools) => self.upstream.live_tool(&tools, &name),
+        let tools = match self.upstream.tools().await {
+            Ok(tools) => tools,
             // Nothing is sent anywhere: the agent may retry as is.
             Err(e) => return Ok(unavailable(&e)),
         };
-        let Some(kind) = money_kind(&name) else {
-            let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
-            if g6.verdict != interlock_machine::Verdict::Allow {
-                return Ok(gate_refusal(&g6));
+        let live = self.upstream.live_tool(&tools, &name);
+        let definition = tools.iter().find(|t| t.name == name);
+        let kind = match carriage(&name, definition) {
+            Carriage::Money(kind) => kind,
+            other => {
+                let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
+                if g6.verdict != interlock_machine::Verdict::Allow {
+                    return Ok(gate_refusal(&g6));
+                }
+                if other == Carriage::Unguarded {
+                    return Ok(refusal(
+                        ReasonCode::ToolNotReadOnly,
+                        format!("{}; nothing was sent", unguarded_message(&name)),
+                        vec![gate_json(&g6)],
+                    ));
+                }
+                return match self.upstream.call(&name, request.arguments).await {
+                    Ok(result) => Ok(result),
+                    Err(e) => Ok(unavailable(&e)),
+                };
             }
-            return match self.upstream.call(&name, request.arguments).await {
-                Ok(result) => Ok(result),
-                Err(e) => Ok(unavailable(&e)),
-            };
         };
         let args = request
             .arguments
@@ -277,6 +249,18 @@ fn log_decision(
     );
 }
 
+/// What the agent is shown of a tool: only what its pin covers (name, description, input schema,
+/// annotations). A title, an output schema, icons or `_meta` could change under the pin
+/// unnoticed, and a title reaches the model as surely as a description does.
+fn pinned_part(tool: &rmcp::model::Tool) -> rmcp::model::Tool {
+    let mut shown = tool.clone();
+    shown.title = None;
+    shown.output_schema = None;
+    shown.icons = None;
+    shown.meta = None;
+    shown
+}
+
 fn granted(mandate: &Mandate) -> Vec<&str> {
     mandate.scope.grants.keys().map(|t| t.as_str()).collect()
 }
@@ -318,10 +302,12 @@ impl ServerHandler for ProxyServer {
             }
             let live = proxy.upstream.live_tool(&tools, &tool.name);
             let g6 = gates::provenance::check(mandate, &name, live.as_ref());
-            if g6.verdict == interlock_machine::Verdict::Allow {
-                listed.push(tool.clone());
-            } else {
+            if g6.verdict != interlock_machine::Verdict::Allow {
                 tracing::warn!(tool = %name, reason = ?g6.reason_code, "not listed: {}", g6.message);
+            } else if carriage(&tool.name, Some(tool)) == Carriage::Unguarded {
+                tracing::warn!(tool = %name, reason = ?ReasonCode::ToolNotReadOnly, "not listed: {}", unguarded_message(&tool.name));
+            } else {
+                listed.push(pinned_part(tool));
             }
         }
         Ok(ListToolsResult::with_all_items(listed))

@@ -364,6 +364,92 @@ pub fn money_kind(tool: &str) -> Option<ActionKind> {
     }
 }
 
+/// How the proxy may carry a granted tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carriage {
+    /// A money tool of the profile: through the engine.
+    Money(ActionKind),
+    /// A read, forwarded as is after G6.
+    Read,
+    /// Neither: a write the profile does not know (`update_refund`, `capture_payment`, …).
+    /// Forwarding it would move or rewrite money with no gate, so it is refused.
+    Unguarded,
+}
+
+/// What a granted tool is, from the profile and the upstream's live definition. A tool outside
+/// the profile is a read only if its definition says `readOnlyHint: true`; that annotation is
+/// inside the pin's hash, so it cannot change under a pinned mandate without G6 refusing the
+/// tool. Absent, or `false`, the MCP default holds: the tool may write.
+pub fn carriage(name: &str, live: Option<&Tool>) -> Carriage {
+    if let Some(kind) = money_kind(name) {
+        return Carriage::Money(kind);
+    }
+    let read_only = live
+        .and_then(|t| t.annotations.as_ref())
+        .and_then(|a| a.read_only_hint);
+    if read_only == Some(true) {
+        Carriage::Read
+    } else {
+        Carriage::Unguarded
+    }
+}
+
+/// The refusal of an [`Carriage::Unguarded`] tool, a sentence with what to do.
+pub fn unguarded_message(name: &str) -> String {
+    format!(
+        "{name} is granted, but Interlock guards only the money tools it knows (create_refund, create_instant_settlement) and forwards only reads, and {name}'s definition does not declare readOnlyHint: true. Remove it from the mandate, or use it outside Interlock"
+    )
+}
+
+/// What the rail's answer to a stamped money call says happened (the Razorpay profile). A
+/// rejection only when the rail says `BAD_REQUEST_ERROR`; any other error, or an answer that
+/// is not a JSON entity with an id, is ambiguous: the reconciler settles it.
+pub fn outcome_of(call: &RailCall, result: &CallToolResult) -> RailOutcome {
+    let text = text_of(result);
+    if result.is_error == Some(true) {
+        return if text.contains("BAD_REQUEST_ERROR") {
+            RailOutcome::Rejected { detail: text }
+        } else {
+            RailOutcome::Ambiguous { detail: text }
+        };
+    }
+    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+        return RailOutcome::Ambiguous {
+            detail: format!("the rail answered something that is not JSON: {text}"),
+        };
+    };
+    let Some(id) = value["id"].as_str() else {
+        return RailOutcome::Ambiguous {
+            detail: format!("the rail's answer has no id: {text}"),
+        };
+    };
+    let fee_field = match call.kind {
+        ActionKind::Refund => "fee",
+        ActionKind::Settlement => "fees",
+    };
+    // Absent: the rail charged nothing (Razorpay omits `fee` on a normal refund). Present
+    // but unreadable (a float, a string, negative): counted as the whole amount, the most a
+    // fee can be, so the fee budget errs toward refusing, never toward room it lacks.
+    let amount = |field: &str| match &value[field] {
+        Value::Null => Minor::ZERO,
+        given => Minor::from_json(given).unwrap_or_else(|_| {
+            tracing::warn!(
+                sik = %call.sik,
+                field,
+                given = %given,
+                "the rail's {field} is not an amount in minor units; counted as the whole amount"
+            );
+            call.amount
+        }),
+    };
+    RailOutcome::Applied {
+        entity: entity(id, stamp_of(&value)),
+        fee: amount(fee_field),
+        tax: amount("tax"),
+        response: text,
+    }
+}
+
 /// The engine's [`Rail`] over the upstream, with the Razorpay profile. Blocking: called by the
 /// engine on a blocking thread, each call driven on the runtime by `handle`.
 pub struct McpRail {
@@ -498,35 +584,7 @@ impl Rail for McpRail {
                 };
             }
         };
-        let text = text_of(&result);
-        if result.is_error == Some(true) {
-            return if text.contains("BAD_REQUEST_ERROR") {
-                RailOutcome::Rejected { detail: text }
-            } else {
-                RailOutcome::Ambiguous { detail: text }
-            };
-        }
-        let Ok(value) = serde_json::from_str::<Value>(&text) else {
-            return RailOutcome::Ambiguous {
-                detail: format!("the rail answered something that is not JSON: {text}"),
-            };
-        };
-        let Some(id) = value["id"].as_str() else {
-            return RailOutcome::Ambiguous {
-                detail: format!("the rail's answer has no id: {text}"),
-            };
-        };
-        let fee_field = match call.kind {
-            ActionKind::Refund => "fee",
-            ActionKind::Settlement => "fees",
-        };
-        let amount = |field: &str| Minor::from_json(&value[field]).unwrap_or(Minor::ZERO);
-        RailOutcome::Applied {
-            entity: entity(id, stamp_of(&value)),
-            fee: amount(fee_field),
-            tax: amount("tax"),
-            response: text,
-        }
+        outcome_of(call, &result)
     }
 
     fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
@@ -555,5 +613,122 @@ impl Rail for McpRail {
             is_last: items.is_empty(),
             entities,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use interlock_spec::ids::{Sik, ToolName};
+    use rmcp::model::{ContentBlock, ToolAnnotations};
+
+    const SIK: &str = "WF6QNWANGI5M56CWTMOQCJYSXAYAPDCA";
+
+    fn refund_call() -> RailCall {
+        RailCall {
+            tool: ToolName::parse("create_refund").unwrap(),
+            kind: ActionKind::Refund,
+            sik: Sik::parse(SIK).unwrap(),
+            subject_id: "pay_1002".into(),
+            amount: Minor::new(50_000).unwrap(),
+            currency: Currency::parse("INR").unwrap(),
+            receipt: Some(format!("ilk_{SIK}")),
+            notes: Map::new(),
+            passthrough: Map::new(),
+        }
+    }
+
+    fn answered(body: Value) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(body.to_string())])
+    }
+
+    fn fees(outcome: RailOutcome) -> (u64, u64) {
+        match outcome {
+            RailOutcome::Applied { fee, tax, .. } => (fee.get(), tax.get()),
+            other => panic!("not applied: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fees_are_read_absent_as_zero_and_unreadable_as_the_whole_amount() {
+        let call = refund_call();
+        let stamped = |extra: Value| {
+            let mut body = json!({"id": "rfnd_1", "notes": {STAMP_NOTE_KEY: SIK}});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            answered(body)
+        };
+        assert_eq!(fees(outcome_of(&call, &stamped(json!({})))), (0, 0));
+        assert_eq!(
+            fees(outcome_of(&call, &stamped(json!({"fee": 150, "tax": 27})))),
+            (150, 27)
+        );
+        for unreadable in [json!(1.5), json!("150"), json!(-3)] {
+            let outcome = outcome_of(&call, &stamped(json!({"fee": unreadable, "tax": 0})));
+            assert_eq!(fees(outcome), (50_000, 0), "fee {unreadable}");
+        }
+    }
+
+    #[test]
+    fn only_a_bad_request_is_a_rejection() {
+        let call = refund_call();
+        let error = |text: &str| CallToolResult::error(vec![ContentBlock::text(text.to_owned())]);
+        assert!(matches!(
+            outcome_of(&call, &error("BAD_REQUEST_ERROR: amount too large")),
+            RailOutcome::Rejected { .. }
+        ));
+        // Razorpay's own server words a refusal without the code: reconciled, never believed.
+        for text in [
+            "creating refund failed: Duplicate receipt found for this refund request.",
+            "gateway timeout",
+        ] {
+            assert!(
+                matches!(
+                    outcome_of(&call, &error(text)),
+                    RailOutcome::Ambiguous { .. }
+                ),
+                "{text}"
+            );
+        }
+        for body in ["not json", r#"{"entity": "refund"}"#] {
+            let result = CallToolResult::success(vec![ContentBlock::text(body.to_owned())]);
+            assert!(
+                matches!(outcome_of(&call, &result), RailOutcome::Ambiguous { .. }),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tool_outside_the_profile_is_a_read_only_if_it_says_so() {
+        let tool = |annotations: Option<ToolAnnotations>| {
+            let mut tool = Tool::new("update_refund", "d", Arc::new(Map::new()));
+            tool.annotations = annotations;
+            tool
+        };
+        assert_eq!(
+            carriage("create_refund", None),
+            Carriage::Money(ActionKind::Refund)
+        );
+        assert_eq!(
+            carriage(
+                "update_refund",
+                Some(&tool(Some(ToolAnnotations::new().read_only(true))))
+            ),
+            Carriage::Read
+        );
+        for annotations in [
+            None,
+            Some(ToolAnnotations::new()),
+            Some(ToolAnnotations::new().read_only(false).destructive(false)),
+        ] {
+            assert_eq!(
+                carriage("update_refund", Some(&tool(annotations.clone()))),
+                Carriage::Unguarded,
+                "{annotations:?}"
+            );
+        }
+        assert_eq!(carriage("fetch_payment", None), Carriage::Unguarded);
     }
 }

@@ -28,13 +28,32 @@ fn the_demo_runs_its_six_steps_and_exits_zero() {
         "-> REFUSED / TOOL_DRIFTED",
         "-> HELD / REFERENT_UNRESOLVABLE_HELD",
         "-> APPLIED / APPLIED  entity setlod_MOCK0000000001",
-        "=== ledger (interlock ledger list) ===",
-        "=== rail journal (interlock-rail-mock inspect) ===",
+        "=== the ledger (interlock ledger list) beside the rail's journal (interlock-rail-mock inspect) ===",
         "invariant checked: entities with an Interlock stamp: 3, each stamp once",
         "demo passed in",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+    // Side by side: each applied intent on the line of the rail entity carrying its stamp, and
+    // the seed's refunds shown as made outside Interlock.
+    for entity in [
+        "rfnd_MOCK0000000001",
+        "rfnd_MOCK0000000002",
+        "setlod_MOCK0000000001",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.contains("APPLIED")
+                && l.matches(entity).count() == 2
+                && l.contains(" | ")),
+            "no side-by-side line for {entity} in:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("(not made through Interlock)") && l.contains("rfnd_SEED")),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -382,6 +382,81 @@ fn serve_refuses_a_live_key_and_an_expired_mandate() {
     assert!(out.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--allow-live"), "{stderr}");
+    assert!(stderr.contains("RAZORPAY_KEY_ID"), "{stderr}");
+
+    // The same key reaching the upstream another way Razorpay's server reads it: its own
+    // `--key` argument, or its config file in the home directory. `approve` sends money too.
+    let home = scene.dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".razorpay-mcp-server.yaml"),
+        "razorpay_key_id: rzp_live_fromfile\n",
+    )
+    .unwrap();
+    let empty_home = scene.dir.join("empty-home");
+    std::fs::create_dir_all(&empty_home).unwrap();
+    let sik = "A".repeat(32);
+    let cases: [(&std::path::Path, Vec<std::ffi::OsString>, &str); 3] = [
+        (
+            &empty_home,
+            vec![
+                "serve".into(),
+                "--mandate".into(),
+                scene.mandate.clone().into(),
+                "--agent".into(),
+                AGENT.into(),
+                "--".into(),
+                mock_bin().into(),
+                "--key".into(),
+                "rzp_live_fromargs".into(),
+            ],
+            "command line (word 3)",
+        ),
+        (
+            &home,
+            vec![
+                "serve".into(),
+                "--mandate".into(),
+                scene.mandate.clone().into(),
+                "--agent".into(),
+                AGENT.into(),
+                "--".into(),
+                mock_bin().into(),
+            ],
+            ".razorpay-mcp-server.yaml",
+        ),
+        (
+            &home,
+            vec![
+                "approve".into(),
+                sik.clone().into(),
+                "--mandate".into(),
+                scene.mandate.clone().into(),
+                "--by".into(),
+                "ops".into(),
+                "--why".into(),
+                "checked".into(),
+                "--".into(),
+                mock_bin().into(),
+            ],
+            ".razorpay-mcp-server.yaml",
+        ),
+    ];
+    for (home, args, source) in cases {
+        let out = std::process::Command::new(BIN)
+            .args(&args)
+            .env("HOME", home)
+            .env_remove("RAZORPAY_KEY_ID")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--allow-live") && stderr.contains(source),
+            "{args:?}: {stderr}"
+        );
+    }
 
     // With --allow-live it starts and answers initialize.
     let mut live = std::process::Command::new(BIN)
@@ -745,10 +820,7 @@ async fn hostile_arguments_get_clear_refusals_and_leave_the_ledger_unchanged() {
         )
         .await;
     let info = block(&result);
-    assert!(
-        ["APPLIED", "REFUSED"].contains(&info["outcome"].as_str().unwrap()),
-        "{info}"
-    );
+    assert_eq!(info["outcome"], "APPLIED", "{info}");
     proxy.close().await;
     let (code, stdout, _) = interlock(&[
         std::ffi::OsStr::new("ledger"),
@@ -758,11 +830,23 @@ async fn hostile_arguments_get_clear_refusals_and_leave_the_ledger_unchanged() {
     ]);
     assert_eq!(code, 0);
     let rows: Vec<Value> = serde_json::from_str(&stdout).unwrap();
-    let expected = 1 + usize::from(info["outcome"] == "APPLIED");
     assert_eq!(
         rows.len(),
-        expected,
+        2,
         "only the rail-rejected and the unicode refunds made intents: {rows:?}"
     );
-    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), expected - 1);
+    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+    let (code, shown, _) = interlock(&[
+        std::ffi::OsStr::new("ledger"),
+        std::ffi::OsStr::new("--db"),
+        scene.db.as_os_str(),
+        std::ffi::OsStr::new("--json"),
+        std::ffi::OsStr::new("show"),
+        std::ffi::OsStr::new(info["sik"].as_str().unwrap()),
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        shown.contains("レビュー後の返金 ✓"),
+        "the distinct reason is kept exactly: {shown}"
+    );
 }

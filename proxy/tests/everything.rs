@@ -1,6 +1,7 @@
 //! `@modelcontextprotocol/server-everything` (npm), an MCP server no one here wrote, as the
 //! upstream: a granted `echo` passes through unchanged, an ungranted tool is neither listed nor
-//! callable, and a pin that no longer matches `echo`'s description is refused. The test
+//! callable, a granted tool it declares as a write (`readOnlyHint: false`) is neither listed nor
+//! forwarded, and a pin that no longer matches `echo`'s description is refused. The test
 //! installs the package itself (pinned version, cached under target/tmp); if npm cannot reach
 //! the registry it fails saying so, it never skips.
 
@@ -16,6 +17,9 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 const PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// A tool server-everything declares `readOnlyHint: false`: granted and pinned, it must still
+/// be neither listed nor forwarded (no money tool Interlock guards, and no read).
+const WRITE: &str = "toggle-simulated-logging";
 
 /// `node …/dist/index.js stdio`, installed once.
 fn everything() -> &'static [String] {
@@ -75,6 +79,12 @@ scope:
         max_amount_minor: 0
         min_amount_minor: 0
         currencies: [INR]
+    {WRITE}:
+      reversibility: reversible
+      value:
+        max_amount_minor: 0
+        min_amount_minor: 0
+        currencies: [INR]
 limits:
   windows: []
   fee_budgets: {{}}
@@ -86,9 +96,13 @@ provenance:
     echo:
       sha256: "{echo_pin}"
       trust_tier: "pinned"
+    {WRITE}:
+      sha256: "{write_pin}"
+      trust_tier: "pinned"
 "#,
         server_id = pins["server_id"].as_str().unwrap(),
         manifest = pins["manifest_sha256"].as_str().unwrap(),
+        write_pin = pins["tools"][WRITE].as_str().unwrap(),
     );
     let path = dir.join("mandate.yaml");
     std::fs::write(&path, yaml).unwrap();
@@ -150,6 +164,14 @@ async fn server_everything_behind_interlock() {
         text_of(&echoed).contains("hello from the agent"),
         "{echoed:?}"
     );
+    let write = gated.call(WRITE, json!({})).await;
+    assert_eq!(write.is_error, Some(true), "{write:?}");
+    assert_eq!(
+        block(&write)["reason_code"],
+        "TOOL_NOT_READ_ONLY",
+        "{write:?}"
+    );
+    assert!(text_of(&write).contains("readOnlyHint"), "{write:?}");
     let sum = gated.call("get-sum", json!({"a": 1, "b": 2})).await;
     assert_eq!(sum.is_error, Some(true), "{sum:?}");
     assert_eq!(block(&sum)["reason_code"], "TOOL_NOT_GRANTED", "{sum:?}");

@@ -129,9 +129,15 @@ async fn held_settlements_are_approved_or_rejected_by_a_human() {
         .iter()
         .find(|r| r["kind"] == "HOLD_RELEASED")
         .expect("the release is audited");
+    let bound = &released["payload_json"]["context"];
+    assert_eq!(bound["by"], "ops@example.com");
+    assert_eq!(bound["why"], "the balance was checked by hand");
+    assert_eq!(bound["sik"], sik.as_str());
+    assert_eq!(bound["amount_minor"], 10_000);
+    assert_eq!(bound["currency"], "INR");
     assert_eq!(
-        released["payload_json"]["context"]["by"],
-        "ops@example.com (the balance was checked by hand)"
+        bound["mandate_sha256"],
+        approved_detail["intent"]["mandate_hash"]
     );
     assert_eq!(approved_detail["intent"]["amount_minor"], 10_000);
     let text = show(&other_sik, false);
@@ -254,7 +260,8 @@ async fn reconcile_settles_an_unknown_outcome_from_the_command_line() {
         let (code, stdout, stderr) = interlock(&args);
         assert_eq!(code, 0, "{stderr}");
         let passes: Vec<Value> = serde_json::from_str(&stdout).unwrap();
-        if passes.iter().any(|p| p["sik"] == sik.as_str()) {
+        if let Some(pass) = passes.iter().find(|p| p["sik"] == sik.as_str()) {
+            assert_eq!(pass["result"], "APPLIED", "{pass}");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "never due");

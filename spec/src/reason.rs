@@ -117,6 +117,10 @@ reason_codes! {
     /// Proxy: the upstream is down, being restarted, or did not answer a read in time; no money
     /// moved and the same call may be retried as is.
     UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+    /// Proxy: the tool is granted but is neither a money tool of the rail profile nor declared
+    /// read-only by its (pinned) definition; forwarding it would move money with no gate, so
+    /// nothing was sent.
+    ToolNotReadOnly => "TOOL_NOT_READ_ONLY",
 }
 
 impl ReasonCode {
@@ -125,6 +129,7 @@ impl ReasonCode {
     pub const PROXY: &'static [ReasonCode] = &[
         ReasonCode::ArgumentsInvalid,
         ReasonCode::UpstreamUnavailable,
+        ReasonCode::ToolNotReadOnly,
     ];
 }
 

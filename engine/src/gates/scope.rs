@@ -2,32 +2,50 @@
 //! validity at the decision's time, and the grant of the tool.
 
 use super::{Gate, GateInput, GateResult};
-use interlock_spec::mandate::MandateTimeError;
+use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::mandate::{Mandate, MandateTimeError};
 use interlock_spec::reason::ReasonCode;
 
 /// Judges the call's scope.
 pub fn check(input: &GateInput<'_>) -> GateResult {
-    let (action, mandate) = (input.action, input.mandate);
+    let action = input.action;
+    check_call(
+        input.mandate,
+        &action.merchant_id,
+        &action.agent_id,
+        &action.tool,
+        input.now_ms,
+    )
+}
+
+/// G1 over what any tool call has, money or not (the proxy asks it before a read is forwarded).
+pub fn check_call(
+    mandate: &Mandate,
+    merchant_id: &MerchantId,
+    agent_id: &AgentId,
+    tool: &ToolName,
+    now_ms: u64,
+) -> GateResult {
     let block = |code, message: String| GateResult::block(Gate::G1, code, message);
-    if action.merchant_id != mandate.merchant_id {
+    if *merchant_id != mandate.merchant_id {
         return block(
             ReasonCode::MerchantMismatch,
             format!(
-                "this call acts on merchant {} but mandate {} covers only {}",
-                action.merchant_id, mandate.mandate_id, mandate.merchant_id
+                "this call acts on merchant {merchant_id} but mandate {} covers only {}",
+                mandate.mandate_id, mandate.merchant_id
             ),
         );
     }
-    if action.agent_id != mandate.agent_id {
+    if *agent_id != mandate.agent_id {
         return block(
             ReasonCode::AgentMismatch,
             format!(
-                "agent {} is not the agent mandate {} authorises ({})",
-                action.agent_id, mandate.mandate_id, mandate.agent_id
+                "agent {agent_id} is not the agent mandate {} authorises ({})",
+                mandate.mandate_id, mandate.agent_id
             ),
         );
     }
-    match mandate.check_active(input.now_ms) {
+    match mandate.check_active(now_ms) {
         Ok(()) => {}
         Err(MandateTimeError::NotYetValid { now_ms, issued_at }) => {
             return block(
@@ -48,14 +66,13 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
             );
         }
     }
-    if mandate.grant(&action.tool).is_none() {
+    if mandate.grant(tool).is_none() {
         let granted: Vec<&str> = mandate.scope.grants.keys().map(|t| t.as_str()).collect();
         return block(
             ReasonCode::ToolNotGranted,
             format!(
-                "mandate {} does not grant {}; it grants {}",
+                "mandate {} does not grant {tool}; it grants {}",
                 mandate.mandate_id,
-                action.tool,
                 granted.join(", ")
             ),
         );
@@ -63,9 +80,6 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
     GateResult::allow(
         Gate::G1,
         ReasonCode::ScopeOk,
-        format!(
-            "{} is granted by mandate {}",
-            action.tool, mandate.mandate_id
-        ),
+        format!("{tool} is granted by mandate {}", mandate.mandate_id),
     )
 }

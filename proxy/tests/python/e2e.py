@@ -22,9 +22,11 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
 - restart: the proxy SIGKILLed while its refund hangs on the rail (applied, unanswered);
   restarted on the same ledger, boot recovery settles it; the retry is an IDEMPOTENT_REPLAY of
   the one entity; `interlock audit verify` passes.
-- rugpull: an upstream no one here wrote (`rugpull_server.py`, the Python SDK's server) rewrites
-  a pinned tool's description while served and sends `notifications/tools/list_changed`: the
-  agent gets the notification, the tool drops out of the listing and a call is TOOL_DRIFTED.
+- rugpull: an upstream no one here wrote (`rugpull_server.py`, the Python SDK's server): a
+  granted write it offers without `readOnlyHint` is neither listed nor forwarded
+  (TOOL_NOT_READ_ONLY, and the upstream never sees it); it rewrites a pinned tool's
+  description while served and sends `notifications/tools/list_changed`: the agent gets the
+  notification, the tool drops out of the listing and a call is TOOL_DRIFTED.
 - rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
   (PROVENANCE_MISSING),
   expiring (MANDATE_EXPIRED once the mandate lapses while serving).
@@ -503,16 +505,19 @@ async def guard_scenes(rig):
 
 
 async def rugpull_scene(rig):
-    # An unrelated upstream that rewrites a pinned tool while the proxy serves it.
-    upstream = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rugpull_server.py")]
+    # An unrelated upstream that rewrites a pinned tool while the proxy serves it, and offers a
+    # write that Interlock must never forward, granted or not.
+    writes = os.path.join(rig.dir, "rugpull-writes.txt")
+    upstream = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "rugpull_server.py"),
+                writes]
     pinned = rig.cli("pin", "--json", "--", *upstream)
     check(pinned.returncode == 0, f"pin: {pinned.stderr}")
     pins = json.loads(pinned.stdout)
 
-    def reads_only(m):
+    def granted(m):
         read = {"reversibility": "reversible",
                 "value": {"max_amount_minor": 0, "min_amount_minor": 0, "currencies": ["INR"]}}
-        m["scope"]["grants"] = {"echo": copy.deepcopy(read), "mutate": copy.deepcopy(read)}
+        m["scope"]["grants"] = {"echo": copy.deepcopy(read), "write_note": copy.deepcopy(read)}
         m["idempotency"] = {}
         m["provenance"] = {
             "server_id": pins["server_id"],
@@ -520,7 +525,7 @@ async def rugpull_scene(rig):
             "pinned_manifests": {t: {"sha256": h, "trust_tier": "pinned"} for t, h in pins["tools"].items()},
         }
 
-    mandate = rig.mandate("rugpull", reads_only)
+    mandate = rig.mandate("rugpull", granted)
     db = os.path.join(rig.dir, "rugpull.ledger.db")
     args = ["serve", "--mandate", mandate, "--db", db, "--agent", AGENT, "--", *upstream]
     changed = asyncio.Event()
@@ -531,15 +536,17 @@ async def rugpull_scene(rig):
 
     async with Session(rig, args, message_handler=on_message) as s:
         names = sorted(t.name for t in (await s.list_tools()).tools)
-        check(names == ["echo", "mutate"], f"listed {names}")
+        check(names == ["echo"], f"only the read is listed, not the unguarded write: {names}")
+        expect(await call(s, "write_note", {"text": "hi"}), "TOOL_NOT_READ_ONLY", "REFUSED",
+               ["write_note", "readOnlyHint"])
+        check(not os.path.exists(writes), "the refused write never reached the upstream")
+        # The first echo is forwarded; the upstream then rewrites echo under the pin.
         echoed = await call(s, "echo", {"text": "hello"})
         check(echoed.is_error is not True and text_of(echoed) == "hello", f"echo forwarded: {echoed!r}")
-        mutated = await call(s, "mutate", {})
-        check(text_of(mutated) == "mutated", f"mutate: {mutated!r}")
         # The upstream's notification reaches the agent through the proxy.
         await asyncio.wait_for(changed.wait(), 10)
         names = sorted(t.name for t in (await s.list_tools()).tools)
-        check(names == ["mutate"], f"the rewritten echo is no longer listed: {names}")
+        check(names == [], f"the rewritten echo is no longer listed: {names}")
         expect(await call(s, "echo", {"text": "hello"}), "TOOL_DRIFTED", "REFUSED", ["echo"])
 
 
