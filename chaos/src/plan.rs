@@ -22,7 +22,8 @@ pub enum Point {
     AfterCallBeforeCommit,
     /// The outcome is committed; the agent has not been answered.
     AfterCommitBeforeAck,
-    /// Inside a reconcile pass, between pages. A double crash: the first process dies at
+    /// Inside a reconcile pass, once it has read its pages (its proof, or the failure that
+    /// ends it) and before it commits what it found. A double crash: the first process dies at
     /// `during_call`, the restart dies here in its boot recovery's pass.
     DuringReconcile,
     /// Inside boot recovery, at its third round (a lease taken back, a pass due). A double
