@@ -116,7 +116,8 @@ pub enum Fault {
     Http5xxApplied,
     /// The first money call is answered 5xx and not applied.
     Http5xxNotApplied,
-    /// The first money call is applied and answered with an earlier entity's JSON.
+    /// The first money call is applied and answered with an earlier entity's JSON (the last
+    /// seeded refund, or the last seeded settlement).
     DupResponse,
     /// Lists hide entities younger than 1.5 s (within the proxy's 2 s lag bound).
     ReadLag,
@@ -125,8 +126,8 @@ pub enum Fault {
     Partition,
     /// The first money call is applied, then the rail's process exits without answering.
     ConnReset,
-    /// One entity per list page, oldest first, behind 30 seeded refunds: the proof is on the
-    /// 31st page.
+    /// One entity per list page, oldest first, behind 30 seeded refunds (or 30 seeded
+    /// settlements): the proof is on the 31st page.
     DeepPages,
 }
 
