@@ -262,19 +262,20 @@ pub fn totals(outcome: &Outcome) -> String {
     )
 }
 
-/// `docs/RESULTS.chaos.md`: machine-written, with the date, the commit and the command.
+/// `docs/RESULTS.chaos.md`: machine-written, with the date, where the binaries came from
+/// (`provenance`, one sentence) and the command.
 pub fn results_markdown(
     outcome: &Outcome,
     plan: &Plan,
     command: &str,
-    commit: &str,
+    provenance: &str,
     date: &str,
 ) -> String {
     let mut out = String::new();
     out.push_str("# Chaos matrix results\n\n");
     out.push_str("Machine-written by `interlock-chaos matrix`; do not edit by hand, run the command again.\n\n");
     let _ = writeln!(out, "- date (UTC): {date}");
-    let _ = writeln!(out, "- commit: `{commit}`");
+    let _ = writeln!(out, "- binaries: {provenance}");
     let _ = writeln!(out, "- command: `{command}`");
     let _ = writeln!(
         out,
