@@ -154,7 +154,7 @@ impl Trial<'_> {
             let start =
                 proc::start(&self.setup.bins, &self.files, &name, Some(spec), fault).await?;
             let ended = match start {
-                Start::Ended(how) => how,
+                Start::Ended { how, .. } => how,
                 Start::Serving(proxy) if n == 0 => {
                     self.first_call(*proxy, rival.as_ref(), race_delay).await
                 }
@@ -202,7 +202,7 @@ impl Trial<'_> {
         .await?
         {
             Start::Serving(proxy) => Ok(*proxy),
-            Start::Ended(how) => Err(format!(
+            Start::Ended { how, .. } => Err(format!(
                 "{name} ended before serving: {how:?} (see {name}.log)"
             )),
         }
