@@ -137,9 +137,9 @@ pub fn killed_at<T>(point: &'static str, arg: Option<&str>) -> Result<T, EngineE
     Err(EngineError::Killed(point))
 }
 
-/// SIGKILL to this process by a direct `kill(2)`: uncatchable, no destructor, no flush, and no
-/// window in which other threads run on (as a spawned `kill` would leave during its fork and
-/// exec).
+/// SIGKILL to this process by a direct `kill(2)`: uncatchable, no destructor, no flush, and
+/// every thread stopped as the call returns, not after the fork and exec of a spawned `kill`,
+/// during which the others ran on.
 #[cfg(feature = "failpoints")]
 fn kill_self() {
     use rustix::process::{Signal, getpid, kill_process};
