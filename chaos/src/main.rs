@@ -82,6 +82,15 @@ fn main() -> ExitCode {
 }
 
 fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
+    // Read before building, so that it names the tree the build starts from.
+    let source = source_tree();
+    let provenance = match &args.bin_dir {
+        Some(dir) => format!(
+            "from `{}`, not verified against the source tree ({source} when the run started)",
+            dir.display()
+        ),
+        None => format!("built by the run from {source}"),
+    };
     let bins = match &args.bin_dir {
         Some(dir) => Bins::in_dir(dir)?,
         None => {
@@ -128,9 +137,8 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
         plan.seed,
         work_dir.display()
     );
+    eprintln!("interlock-chaos: binaries {provenance}");
     let setup = Arc::new(trial::setup(bins, work_dir.clone(), args.keep)?);
-    // The commit the run starts from (the tree may move while a long run goes on).
-    let commit = commit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -143,7 +151,8 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
             .chain(std::env::args().skip(1))
             .collect::<Vec<_>>()
             .join(" ");
-        let text = matrix::results_markdown(&outcome, &plan, &command, &commit, &matrix::utc_now());
+        let text =
+            matrix::results_markdown(&outcome, &plan, &command, &provenance, &matrix::utc_now());
         std::fs::write(&args.out, text)
             .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
         eprintln!("interlock-chaos: wrote {}", args.out.display());
@@ -154,8 +163,9 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
     Ok(outcome.violation_count() == 0)
 }
 
-/// The commit the binaries were built from, `-dirty` if the tree had changes.
-fn commit() -> String {
+/// The source tree's commit, and whether `git status --porcelain` listed anything (a change,
+/// or a file git does not track, either of which a build may have used).
+fn source_tree() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
@@ -165,9 +175,15 @@ fn commit() -> String {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
-    let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
-    match git(&["status", "--porcelain", "--untracked-files=no"]) {
-        Some(changes) if !changes.is_empty() => format!("{head}-dirty"),
-        _ => head,
+    let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+        return "an unknown commit (git could not be asked)".to_owned();
+    };
+    match git(&["status", "--porcelain"]) {
+        Some(changes) if changes.is_empty() => format!("commit `{head}` (a clean tree)"),
+        Some(changes) => format!(
+            "commit `{head}` with {} uncommitted or untracked paths (a dirty tree)",
+            changes.lines().count()
+        ),
+        None => format!("commit `{head}` (whether the tree was clean is unknown)"),
     }
 }

@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 
 use crate::plan::{Cell, Shape};
 use crate::trial::{self, Report, Setup};
-use crate::verdict::{Kind, Violation};
+use crate::verdict::{KillVerdict, Kind, Violation};
 
 /// The most trials per cell the command accepts.
 pub const TRIALS_MAX: u32 = 1_000;
 /// The most trials run at once.
 pub const JOBS_MAX: usize = 64;
-/// A race cell with at least this many trials must land its kill at least once: its armed
-/// proxy may lose any one race, but never all of them.
+/// A race cell with at least this many trials must land its kill at least once. Each trial's
+/// miss is judged on its own from the ledger (a lost race, or a kill that did not fire); a
+/// cell whose armed proxy lost every race tested its point not at all, which the table must
+/// not pass off as a result.
 pub const RACE_TRIALS_FOR_A_KILL: u32 = 5;
 
 /// What to run.
@@ -46,8 +48,13 @@ impl CellResult {
     /// Kills that landed, and kills armed.
     pub fn kills(&self) -> (u32, u32) {
         self.reports.iter().fold((0, 0), |(landed, armed), r| {
-            (landed + r.kills_landed, armed + r.kills_armed)
+            (landed + r.kills_landed(), armed + r.kills_armed())
         })
+    }
+
+    /// Kills the armed proxy of a race never reached, as the ledger shows.
+    pub fn kills_lost_race(&self) -> u32 {
+        self.reports.iter().map(Report::kills_lost_race).sum()
     }
 
     /// Every violation, per trial and of the cell.
@@ -139,6 +146,11 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
             report.after_retry,
             report.elapsed.as_secs_f64(),
         );
+        for kill in &report.kills {
+            if let KillVerdict::LostRace(why) = &kill.verdict {
+                eprintln!("    {} [{}] lost the race: {why}", kill.process, kill.spec);
+            }
+        }
         if !report.violations.is_empty() {
             for v in &report.violations {
                 eprintln!("    {}: {}", v.kind, v.detail);
@@ -157,7 +169,7 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
         .zip(by_cell)
         .map(|(&cell, mut reports)| {
             reports.sort_by_key(|r| r.index);
-            let landed: u32 = reports.iter().map(|r| r.kills_landed).sum();
+            let landed: u32 = reports.iter().map(Report::kills_landed).sum();
             let mut cell_violations = Vec::new();
             if cell.shape == Shape::Race && plan.trials >= RACE_TRIALS_FOR_A_KILL && landed == 0 {
                 cell_violations.push(Violation {
@@ -200,8 +212,10 @@ fn distribution<'a>(values: impl Iterator<Item = &'a str>) -> String {
 /// The per-cell table, in Markdown (readable as plain text too).
 pub fn table(outcome: &Outcome) -> String {
     let mut out = String::new();
-    out.push_str("| cell | trials | kills landed | after recovery | after retry | violations |\n");
-    out.push_str("| --- | ---: | ---: | --- | --- | --- |\n");
+    out.push_str(
+        "| cell | trials | kills landed | after recovery | before operator | after retry | violations |\n",
+    );
+    out.push_str("| --- | ---: | ---: | --- | --- | --- | --- |\n");
     for cell in &outcome.cells {
         let (landed, armed) = cell.kills();
         let mut kinds: BTreeMap<Kind, u32> = BTreeMap::new();
@@ -217,12 +231,19 @@ pub fn table(outcome: &Outcome) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let lost = cell.kills_lost_race();
+        let kills = if lost == 0 {
+            format!("{landed}/{armed}")
+        } else {
+            format!("{landed}/{armed} ({lost} lost the race)")
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {landed}/{armed} | {} | {} | {violations} |",
+            "| {} | {} | {kills} | {} | {} | {} | {violations} |",
             cell.cell.label(),
             cell.reports.len(),
             distribution(cell.reports.iter().map(|r| r.after_recovery.as_str())),
+            distribution(cell.reports.iter().map(|r| r.before_operator.as_str())),
             distribution(cell.reports.iter().map(|r| r.after_retry.as_str())),
         );
     }
@@ -244,37 +265,35 @@ pub fn totals(outcome: &Outcome) -> String {
             a - l
         })
         .sum::<u32>();
-    let race_armed_missed = outcome
-        .cells
-        .iter()
-        .filter(|c| c.cell.shape == Shape::Race)
-        .map(|c| {
-            let (l, a) = c.kills();
-            a - l
-        })
-        .sum::<u32>();
+    let races = outcome.cells.iter().filter(|c| c.cell.shape == Shape::Race);
+    let (race_missed, race_lost) = races.fold((0, 0), |(missed, lost), c| {
+        let (l, a) = c.kills();
+        (missed + a - l, lost + c.kills_lost_race())
+    });
+    let race_not_fired = race_missed - race_lost;
     format!(
-        "{} cells, {} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy cells, where every kill must land; {race_armed_missed} in race cells, where the armed proxy lost the race), {} violations, {:.0} s",
-        outcome.cells.len(),
-        outcome.trials(),
-        outcome.violation_count(),
-        outcome.elapsed.as_secs_f64()
+        "{cells} cells, {trials} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy cells, where every kill must land; {race_missed} in race cells, of which the ledger shows {race_lost} lost the race and {race_not_fired} did not fire), {violations} violations, {secs:.0} s",
+        cells = outcome.cells.len(),
+        trials = outcome.trials(),
+        violations = outcome.violation_count(),
+        secs = outcome.elapsed.as_secs_f64()
     )
 }
 
-/// `docs/RESULTS.chaos.md`: machine-written, with the date, the commit and the command.
+/// `docs/RESULTS.chaos.md`: machine-written, with the date, where the binaries came from
+/// (`provenance`, one sentence) and the command.
 pub fn results_markdown(
     outcome: &Outcome,
     plan: &Plan,
     command: &str,
-    commit: &str,
+    provenance: &str,
     date: &str,
 ) -> String {
     let mut out = String::new();
     out.push_str("# Chaos matrix results\n\n");
     out.push_str("Machine-written by `interlock-chaos matrix`; do not edit by hand, run the command again.\n\n");
     let _ = writeln!(out, "- date (UTC): {date}");
-    let _ = writeln!(out, "- commit: `{commit}`");
+    let _ = writeln!(out, "- binaries: {provenance}");
     let _ = writeln!(out, "- command: `{command}`");
     let _ = writeln!(
         out,
@@ -282,7 +301,7 @@ pub fn results_markdown(
         plan.seed, plan.trials, plan.jobs
     );
     let _ = writeln!(out, "- **total: {}**\n", totals(outcome));
-    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. `after recovery` and `after retry` are `refunds on the rail·intent state`. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
+    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
     out.push_str(&table(outcome));
     let failures: Vec<(&Report, &Violation)> = outcome
         .cells

@@ -22,7 +22,8 @@ pub enum Point {
     AfterCallBeforeCommit,
     /// The outcome is committed; the agent has not been answered.
     AfterCommitBeforeAck,
-    /// Inside a reconcile pass, between pages. A double crash: the first process dies at
+    /// Inside a reconcile pass, once it has read its pages (its proof, or the failure that
+    /// ends it) and before it commits what it found. A double crash: the first process dies at
     /// `during_call`, the restart dies here in its boot recovery's pass.
     DuringReconcile,
     /// Inside boot recovery, at its third round (a lease taken back, a pass due). A double
@@ -115,7 +116,8 @@ pub enum Fault {
     Http5xxApplied,
     /// The first money call is answered 5xx and not applied.
     Http5xxNotApplied,
-    /// The first money call is applied and answered with an earlier entity's JSON.
+    /// The first money call is applied and answered with an earlier entity's JSON (the last
+    /// seeded refund, or the last seeded settlement).
     DupResponse,
     /// Lists hide entities younger than 1.5 s (within the proxy's 2 s lag bound).
     ReadLag,
@@ -124,8 +126,8 @@ pub enum Fault {
     Partition,
     /// The first money call is applied, then the rail's process exits without answering.
     ConnReset,
-    /// One entity per list page, oldest first, behind 30 seeded refunds: the proof is on the
-    /// 31st page.
+    /// One entity per list page, oldest first, behind 30 seeded refunds (or 30 seeded
+    /// settlements): the proof is on the 31st page.
     DeepPages,
 }
 

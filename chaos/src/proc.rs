@@ -40,10 +40,13 @@ pub const REAP_WAIT_MAX: Duration = Duration::from_secs(15);
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
-    /// SIGKILL: an armed kill point fired (the matrix sends no SIGKILL of its own).
+    /// SIGKILL that the matrix did not send: an armed kill point fired. (The matrix's own
+    /// SIGKILL, for a process that would not stop, is [`Ended::WouldNotStop`], never this.)
     Killed,
     /// Exited, or died of another signal (the exit code, or `-signal`).
     Other(i32),
+    /// Still running [`STOP_WAIT_MAX`] after its stdin closed; the matrix killed it.
+    WouldNotStop,
 }
 
 impl Ended {
@@ -54,6 +57,11 @@ impl Ended {
             (None, Some(code)) => Ended::Other(code),
             (None, None) => Ended::Other(i32::MIN),
         }
+    }
+
+    /// Exit code 0: the process stopped as asked.
+    pub fn is_clean(self) -> bool {
+        self == Ended::Other(0)
     }
 }
 
@@ -105,6 +113,8 @@ pub struct Proxy {
     client: Option<RunningService<RoleClient, ()>>,
     /// A name for logs: `a1`, `b1`, `a2`, …
     pub name: String,
+    /// Its process id: the ledger names the proxy's engine instance by it.
+    pub pid: u32,
 }
 
 /// How a start went.
@@ -112,7 +122,12 @@ pub enum Start {
     /// Serving, handshake done (boot recovery has run).
     Serving(Box<Proxy>),
     /// The process ended before it served.
-    Ended(Ended),
+    Ended {
+        /// How.
+        how: Ended,
+        /// Its process id.
+        pid: u32,
+    },
 }
 
 /// Starts `interlock serve` with `failpoints` armed (if any) in front of a mock with `fault`,
@@ -157,6 +172,7 @@ pub async fn start(
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", bins.interlock.display()))?;
+    let pid = child.id().ok_or("a process just started has no pid")?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let stdin = child.stdin.take().ok_or("no stdin")?;
     let handshake = ().serve((stdout, stdin));
@@ -166,17 +182,18 @@ pub async fn start(
                 child,
                 client: Some(client),
                 name: name.to_owned(),
+                pid,
             }))),
             // The handshake failed: the process is dying or dead.
             Ok(Err(e)) => match reap(&mut child).await {
-                Some(ended) => Ok(Start::Ended(ended)),
+                Some(how) => Ok(Start::Ended { how, pid }),
                 None => Err(format!("{name}: the handshake failed ({e}) and the process lives on")),
             },
             Err(_) => Err(format!("{name}: no handshake within {BOOT_WAIT_MAX:?}")),
         },
         status = child.wait() => {
             let status = status.map_err(|e| format!("{name}: wait: {e}"))?;
-            Ok(Start::Ended(Ended::of(status)))
+            Ok(Start::Ended { how: Ended::of(status), pid })
         }
     }
 }
@@ -237,7 +254,8 @@ impl Proxy {
     }
 
     /// Closes the agent's side (the proxy exits when its stdin closes) and waits for the
-    /// process; kills it if it does not go in time. How it ended.
+    /// process; SIGKILLs it if it does not go in time (the only SIGKILL the matrix sends to a
+    /// process it started, reported as [`Ended::WouldNotStop`]). How it ended.
     pub async fn stop(mut self) -> Ended {
         if let Some(client) = self.client.take() {
             let _ = tokio::time::timeout(STOP_WAIT_MAX, client.cancel()).await;
@@ -247,7 +265,7 @@ impl Proxy {
             _ => {
                 let _ = self.child.start_kill();
                 let _ = self.child.wait().await;
-                Ended::Other(i32::MIN)
+                Ended::WouldNotStop
             }
         }
     }

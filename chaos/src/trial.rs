@@ -5,13 +5,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use interlock_machine::State;
+use interlock_machine::invariants::Record;
 use rusqlite::OpenFlags;
 
-use crate::plan::Action;
-use crate::plan::{Cell, Shape};
-use crate::proc::{self, Ended, Files, Proxy, Reply, Start};
+use crate::plan::{Action, Cell, Fault, Shape};
+use crate::proc::{self, Ended, Files, Proxy, Reply, STOP_WAIT_MAX, Start};
 use crate::rng::Rng;
-use crate::verdict::{self, Evidence, Kind, Violation};
+use crate::verdict::{
+    self, Attempt, Decision, Evidence, Kill, KillVerdict, Kind, LedgerFacts, Step, Violation,
+};
 use crate::world::{self, Bins, OPERATOR, PAYMENT};
 
 /// Times the agent asks again after an answer that says "not yet" or "not applied".
@@ -52,14 +54,17 @@ pub struct Report {
     pub index: u32,
     /// The amount asked for.
     pub amount: u64,
-    /// Kill points armed over the trial's process generations.
-    pub kills_armed: u32,
-    /// Of those, how many ended their process with SIGKILL.
-    pub kills_landed: u32,
+    /// Each armed process generation and what became of its kill, in start order.
+    pub kills: Vec<Kill>,
     /// `entities·STATE` once the restarted proxy served (after boot recovery).
     pub after_recovery: String,
-    /// `entities·STATE` after the agent's retries, at rest.
+    /// `entities·STATE` when the intent first came to rest after the agent's retry, before
+    /// the operator (or a further agent retry) stepped in: what the proxy reached on its own.
+    pub before_operator: String,
+    /// `entities·STATE` after the agent's retries and the operator, at rest.
     pub after_retry: String,
+    /// The ledger's history, read after every process stopped.
+    pub ledger: LedgerFacts,
     /// The verdict (empty: the trial passed).
     pub violations: Vec<Violation>,
     /// What happened, in order, for a person reading a failure.
@@ -68,6 +73,28 @@ pub struct Report {
     pub dir: Option<PathBuf>,
     /// Wall time.
     pub elapsed: Duration,
+}
+
+impl Report {
+    /// Kill points armed over the trial's process generations.
+    pub fn kills_armed(&self) -> u32 {
+        u32::try_from(self.kills.len()).expect("a few generations")
+    }
+
+    /// Kills that ended their process with SIGKILL at the point.
+    pub fn kills_landed(&self) -> u32 {
+        self.count(|v| *v == KillVerdict::Landed)
+    }
+
+    /// Kills a race's armed process never reached, as the ledger shows.
+    pub fn kills_lost_race(&self) -> u32 {
+        self.count(|v| matches!(v, KillVerdict::LostRace(_)))
+    }
+
+    fn count(&self, which: impl Fn(&KillVerdict) -> bool) -> u32 {
+        let n = self.kills.iter().filter(|k| which(&k.verdict)).count();
+        u32::try_from(n).expect("a few generations")
+    }
 }
 
 /// Runs trial `index` of `cell` under matrix seed `seed`.
@@ -80,10 +107,11 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
         cell,
         index,
         amount,
-        kills_armed: 0,
-        kills_landed: 0,
+        kills: Vec::new(),
         after_recovery: "-".to_owned(),
+        before_operator: "-".to_owned(),
         after_retry: "-".to_owned(),
+        ledger: LedgerFacts::default(),
         violations: Vec::new(),
         log: Vec::new(),
         dir: None,
@@ -93,7 +121,6 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
         .work_dir
         .join(slug(&cell.label()))
         .join(format!("trial-{index:03}"));
-    let mut missed = Vec::new();
     let outcome = match files(setup, &dir) {
         Ok(files) => {
             let mut trial = Trial {
@@ -102,7 +129,10 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
                 cell,
                 amount,
                 report: &mut report,
-                missed: &mut missed,
+                armed: Vec::new(),
+                processes: Vec::new(),
+                unclean_exits: Vec::new(),
+                resolve_failures: Vec::new(),
             };
             trial.drive(race_delay).await
         }
@@ -110,7 +140,9 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
     };
     match outcome {
         Ok(evidence) => {
-            report.violations = verdict::judge(&evidence, &missed);
+            report.violations = verdict::judge(&evidence);
+            report.kills = evidence.kills;
+            report.ledger = evidence.facts;
         }
         Err(e) => report.violations.push(Violation {
             kind: Kind::TrialError,
@@ -126,13 +158,25 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
     report
 }
 
+/// An armed process generation, as it ended.
+struct Armed {
+    name: String,
+    spec: String,
+    pid: u32,
+    ended: Ended,
+}
+
 struct Trial<'a> {
     setup: &'a Setup,
     files: Files,
     cell: Cell,
     amount: u64,
     report: &'a mut Report,
-    missed: &'a mut Vec<String>,
+    armed: Vec<Armed>,
+    /// Every proxy started, `(pid, name)`: the ledger names engine instances by pid.
+    processes: Vec<(u32, String)>,
+    unclean_exits: Vec<String>,
+    resolve_failures: Vec<String>,
 }
 
 impl Trial<'_> {
@@ -143,7 +187,6 @@ impl Trial<'_> {
             .split_last()
             .expect("a trial has at least one generation");
         debug_assert!(last.is_none(), "the last generation is clean");
-        self.report.kills_armed = u32::try_from(armed.len()).expect("a few generations");
         let mut rival = match self.cell.shape {
             Shape::Single => None,
             Shape::Race => Some(self.serving("b1", None).await?),
@@ -153,23 +196,32 @@ impl Trial<'_> {
             let spec = spec.as_deref().expect("armed generations carry a spec");
             let start =
                 proc::start(&self.setup.bins, &self.files, &name, Some(spec), fault).await?;
-            let ended = match start {
-                Start::Ended(how) => how,
+            let (pid, ended) = match start {
+                Start::Ended { how, pid } => (pid, how),
                 Start::Serving(proxy) if n == 0 => {
-                    self.first_call(*proxy, rival.as_ref(), race_delay).await
+                    let pid = proxy.pid;
+                    (
+                        pid,
+                        self.first_call(*proxy, rival.as_ref(), race_delay).await,
+                    )
                 }
                 // A restart armed for its boot recovery served instead: the point never came.
                 Start::Serving(proxy) => {
                     self.note(format!("{name} served without its kill firing"));
-                    proxy.stop().await
+                    (proxy.pid, proxy.stop().await)
                 }
             };
-            self.note(format!("{name} [{spec}] ended {ended:?}"));
-            if ended == Ended::Killed {
-                self.report.kills_landed += 1;
-            } else if self.cell.kill_required() {
-                self.missed.push(spec.to_owned());
+            self.processes.push((pid, name.clone()));
+            self.note(format!("{name} (pid {pid}) [{spec}] ended {ended:?}"));
+            if ended != Ended::Killed {
+                self.exited(&name, "armed, not killed", ended);
             }
+            self.armed.push(Armed {
+                name,
+                spec: spec.to_owned(),
+                pid,
+                ended,
+            });
         }
         let name = format!("a{}", armed.len() + 1);
         let last = self.serving(&name, None).await?;
@@ -184,11 +236,31 @@ impl Trial<'_> {
         self.report.after_retry = self.snapshot()?;
         let ended = last.stop().await;
         self.note(format!("{name} stopped: {ended:?}"));
+        self.exited(&name, "the clean generation", ended);
         if let Some(rival) = rival.take() {
             let ended = rival.stop().await;
             self.note(format!("b1 stopped: {ended:?}"));
+            self.exited("b1", "the rival", ended);
         }
         self.evidence()
+    }
+
+    /// Records a process that did not stop cleanly (an exit code other than 0, a signal, or
+    /// the matrix's own kill of a process that would not stop).
+    fn exited(&mut self, name: &str, role: &str, ended: Ended) {
+        if ended.is_clean() {
+            return;
+        }
+        let how = match ended {
+            Ended::WouldNotStop => format!(
+                "was still running {STOP_WAIT_MAX:?} after its stdin closed; the matrix killed it"
+            ),
+            Ended::Other(code) if code < 0 => format!("died of signal {}", -code),
+            Ended::Other(code) => format!("exited with code {code}"),
+            Ended::Killed => "died of a SIGKILL no armed point of it sent".to_owned(),
+        };
+        self.unclean_exits
+            .push(format!("{name} ({role}) {how} (see {name}.log)"));
     }
 
     async fn serving(&mut self, name: &str, failpoints: Option<&str>) -> Result<Proxy, String> {
@@ -201,8 +273,11 @@ impl Trial<'_> {
         )
         .await?
         {
-            Start::Serving(proxy) => Ok(*proxy),
-            Start::Ended(how) => Err(format!(
+            Start::Serving(proxy) => {
+                self.processes.push((proxy.pid, name.to_owned()));
+                Ok(*proxy)
+            }
+            Start::Ended { how, .. } => Err(format!(
                 "{name} ended before serving: {how:?} (see {name}.log)"
             )),
         }
@@ -237,10 +312,14 @@ impl Trial<'_> {
     }
 
     /// Waits for the intent to come to rest; quarantine is resolved as an operator would,
-    /// "not applied" and "authorised, not attempted" are retried as an agent would.
+    /// "not applied" and "authorised, not attempted" are retried as an agent would. Records
+    /// where the proxy came to rest on its own, before anyone stepped in.
     async fn settle(&mut self, proxy: &Proxy) -> Result<(), String> {
-        for _ in 0..AGENT_RETRIES_MAX {
+        for round in 0..AGENT_RETRIES_MAX {
             let state = self.wait_at_rest().await?;
+            if round == 0 {
+                self.report.before_operator = self.snapshot()?;
+            }
             match state {
                 Some(State::Quarantined) => self.resolve()?,
                 Some(State::ConfirmedNotApplied | State::Authorized) => {
@@ -281,6 +360,8 @@ impl Trial<'_> {
     }
 
     /// `interlock resolve`, as an operator who looked the refund up on the rail's dashboard.
+    /// A resolve that fails is recorded for the verdict (the trial then ends short of
+    /// `APPLIED`, and says why).
     fn resolve(&mut self) -> Result<(), String> {
         let sik = ledger_sik(&self.files.ledger)?.ok_or("quarantined, but no intent")?;
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
@@ -310,6 +391,12 @@ impl Trial<'_> {
             "operator resolved {what}: {}",
             if ok { "ok" } else { stderr.trim() }
         ));
+        if !ok {
+            self.resolve_failures.push(format!(
+                "interlock resolve {sik} {what} failed: {}",
+                stderr.trim()
+            ));
+        }
         Ok(())
     }
 
@@ -324,9 +411,45 @@ impl Trial<'_> {
         ))
     }
 
-    fn evidence(&self) -> Result<Evidence, String> {
+    fn evidence(&mut self) -> Result<Evidence, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
         let entities = verdict::created_entities(&journal)?;
+        let facts = ledger_facts(&self.files.ledger)?;
+        let unattributed = facts.unattributed(&self.processes);
+        if !unattributed.is_empty() {
+            return Err(format!(
+                "the ledger names engine instances no process of the trial ran ({unattributed:?}; processes {:?}): it cannot say who did what",
+                self.processes
+            ));
+        }
+        let kills = self
+            .armed
+            .iter()
+            .enumerate()
+            .map(|(n, armed)| {
+                let verdict = if armed.ended == Ended::Killed {
+                    KillVerdict::Landed
+                } else if self.cell.kill_required() {
+                    KillVerdict::DidNotFire(format!(
+                        "{} ended {:?}; every single-proxy trial passes its point",
+                        armed.name, armed.ended
+                    ))
+                } else {
+                    let earlier = n.checked_sub(1).map(|i| self.armed[i].pid);
+                    verdict::race_miss(&armed.spec, armed.pid, earlier, &facts, &self.processes)
+                };
+                Kill {
+                    process: armed.name.clone(),
+                    spec: armed.spec.clone(),
+                    verdict,
+                }
+            })
+            .collect::<Vec<_>>();
+        for kill in &kills {
+            if let KillVerdict::LostRace(why) = &kill.verdict {
+                self.note(format!("{} lost the race: {why}", kill.process));
+            }
+        }
         let ledger = interlock_engine::Ledger::open(&self.files.ledger)
             .map_err(|e| format!("cannot open the ledger: {e}"))?;
         let cores = ledger
@@ -340,12 +463,17 @@ impl Trial<'_> {
             cores,
             history: interlock_machine::invariants::check_history(&history),
             chain,
+            facts,
             entities,
             subject: match self.cell.action {
                 Action::Refund => PAYMENT.to_owned(),
                 Action::Settlement => verdict::BALANCE_SUBJECT.to_owned(),
             },
             amount: self.amount,
+            quarantine_expected: self.cell.fault == Fault::Partition,
+            kills,
+            unclean_exits: std::mem::take(&mut self.unclean_exits),
+            resolve_failures: std::mem::take(&mut self.resolve_failures),
         })
     }
 
@@ -402,6 +530,84 @@ fn ledger_sik(ledger: &Path) -> Result<Option<String>, String> {
             rusqlite::Error::QueryReturnedNoRows => Ok(None),
             e => Err(format!("cannot read the ledger: {e}")),
         })
+}
+
+/// The ledger's history as the verdict reads it (who decided, who held which lease, every
+/// state the intent passed through, the attempts and the reconcile findings), read without
+/// writing.
+fn ledger_facts(ledger: &Path) -> Result<LedgerFacts, String> {
+    let Some(conn) = read_only(ledger)? else {
+        return Ok(LedgerFacts::default());
+    };
+    let sql = |e: rusqlite::Error| format!("cannot read the ledger: {e}");
+    let decisions = conn
+        .prepare("SELECT instance_id, outcome FROM decisions ORDER BY id")
+        .map_err(sql)?
+        .query_map([], |row| {
+            Ok(Decision {
+                instance_id: row.get(0)?,
+                outcome: row.get(1)?,
+            })
+        })
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+        .map_err(sql)?;
+    let records = conn
+        .prepare("SELECT seq, kind, payload_json FROM audit_log ORDER BY seq")
+        .map_err(sql)?
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, u64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+        .map_err(sql)?;
+    let mut steps = Vec::with_capacity(records.len());
+    for (seq, kind, payload) in records {
+        let payload: serde_json::Value = serde_json::from_str(&payload)
+            .map_err(|e| format!("audit record {seq} is not JSON: {e}"))?;
+        let record: Record = serde_json::from_value(payload["record"].clone())
+            .map_err(|e| format!("audit record {seq} holds no machine record: {e}"))?;
+        let core = match record {
+            Record::Inserted { core, .. } => core,
+            Record::Transition { to, .. } => to,
+            Record::RailCall { .. } => continue,
+        };
+        steps.push(Step {
+            seq,
+            kind,
+            sik: core.sik.as_str().to_owned(),
+            to: core.state,
+            lease_owner: payload["lease_owner"].as_str().map(str::to_owned),
+        });
+    }
+    let attempts = conn
+        .prepare(
+            "SELECT attempt_seq, outcome, detail FROM intent_attempts ORDER BY sik, attempt_seq",
+        )
+        .map_err(sql)?
+        .query_map([], |row| {
+            Ok(Attempt {
+                attempt_seq: row.get(0)?,
+                outcome: row.get(1)?,
+                detail: row.get(2)?,
+            })
+        })
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+        .map_err(sql)?;
+    let pages_scanned = conn
+        .prepare("SELECT pages_scanned FROM recon_findings ORDER BY id")
+        .map_err(sql)?
+        .query_map([], |row| row.get(0))
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<u32>>>)
+        .map_err(sql)?;
+    Ok(LedgerFacts {
+        decisions,
+        steps,
+        attempts,
+        pages_scanned,
+    })
 }
 
 fn read_only(ledger: &Path) -> Result<Option<rusqlite::Connection>, String> {

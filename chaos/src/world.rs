@@ -18,6 +18,11 @@ pub const PAYMENT_AMOUNT: u64 = 10_000_000;
 pub const SEEDED_REFUNDS: u64 = 30;
 /// Each seeded refund's amount.
 pub const SEEDED_REFUND_AMOUNT: u64 = 100;
+/// Instant settlements already made from the balance, so that a settlement trial has history
+/// too: an earlier settlement for `dup_response` to replay, pages for `deep_pages` to walk.
+pub const SEEDED_SETTLEMENTS: u64 = 30;
+/// Each seeded settlement's amount.
+pub const SEEDED_SETTLEMENT_AMOUNT: u64 = 1_000;
 /// The mandate's agent.
 pub const AGENT: &str = "agent_chaos";
 /// The operator who resolves quarantined intents.
@@ -131,8 +136,9 @@ impl Bins {
     }
 }
 
-/// The rail's seed: one payment with [`SEEDED_REFUNDS`] small refunds already on it (earlier
-/// entities for `dup_response` to replay, pages for `deep_pages` to walk).
+/// The rail's seed: one payment with [`SEEDED_REFUNDS`] small refunds already on it, and
+/// [`SEEDED_SETTLEMENTS`] earlier settlements (for either action, earlier entities for
+/// `dup_response` to replay and pages for `deep_pages` to walk).
 pub fn seed() -> Value {
     let refunds: Vec<Value> = (1..=SEEDED_REFUNDS)
         .map(|n| {
@@ -144,12 +150,22 @@ pub fn seed() -> Value {
             })
         })
         .collect();
+    let settlements: Vec<Value> = (1..=SEEDED_SETTLEMENTS)
+        .map(|n| {
+            json!({
+                "id": format!("setlod_SEED{n:06}"),
+                "amount_requested": SEEDED_SETTLEMENT_AMOUNT,
+                "description": format!("seeded {n}"),
+            })
+        })
+        .collect();
     json!({
         "currency": "INR",
         "balance": BALANCE,
         "payments": [{"id": PAYMENT, "amount": PAYMENT_AMOUNT, "notes": {}}],
         "orders": [],
         "refunds": refunds,
+        "settlements": settlements,
     })
 }
 

@@ -98,7 +98,6 @@ impl<R: Rail> Engine<R> {
         let mut listing = Ok(());
         let mut received: u32 = 0;
         for page in 0..RECONCILE_PAGES_MAX {
-            kill_point!("during_reconcile");
             let at = PageAt {
                 page,
                 skip: received,
@@ -118,6 +117,10 @@ impl<R: Rail> Engine<R> {
                 }
             }
         }
+        // The most dangerous moment of a pass: it has read what it will read (its proof, or the
+        // failure that ends it) and committed nothing. Reached by every pass, however many
+        // pages it read, so the chaos point can be armed for any trial.
+        kill_point!("during_reconcile");
         let pages = pass.pages_read();
         let mut event = pass.conclude();
         // A rail that cannot list by stamp leaves nothing to retry: a human reconciles it.

@@ -367,3 +367,51 @@ fn a_running_process_takes_back_a_lapsed_lease() {
     assert_all_invariants(&world, live_one.ledger(), &rail);
     scenario.teardown();
 }
+
+/// `during_reconcile` fires where a crash costs the most: the pass has read its proof (every
+/// page it needed) and has committed nothing. The intent stays `RECONCILING` under the dead
+/// pass's lease, with no finding, and the next process's recovery reads it again and concludes.
+#[test]
+fn a_pass_killed_after_reading_its_proof_leaves_nothing_committed() {
+    let scenario = FailScenario::setup();
+    let world = World::new();
+    let rail = Arc::new(world.rail());
+    // One item a page: the pass needs two pages (the stamped refund, then the empty end).
+    rail.set_page_size(1);
+    rail.script([ExecFault::TimeoutAfterApply]);
+    let dead = world.engine(Arc::clone(&rail), "p_dead");
+    let answer = dead
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(answer.state, Some(State::Unknown), "{answer:?}");
+    world.clock.advance(2_000);
+    let pages_before = rail.list_calls();
+    fail::cfg("during_reconcile", "1*return").unwrap();
+    let killed = dead.reconcile_due();
+    fail::remove("during_reconcile");
+    assert!(
+        matches!(killed, Err(EngineError::Killed("during_reconcile"))),
+        "{killed:?}"
+    );
+    assert!(
+        rail.list_calls() > pages_before,
+        "the point fired before the pass read a page"
+    );
+    drop(dead);
+    let db = raw(&world.db());
+    let (state, findings): (String, u32) = db
+        .query_row(
+            "SELECT state, (SELECT count(*) FROM recon_findings) FROM intents",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((state.as_str(), findings), ("RECONCILING", 0));
+    let next = world.engine(Arc::clone(&rail), "p_next");
+    next.recover().unwrap();
+    let core = &next.ledger().cores().unwrap()[0];
+    assert_eq!(core.state, State::Applied);
+    assert_eq!(rail.executed().len(), 1, "recovery reads, it never sends");
+    assert_all_invariants(&world, next.ledger(), &rail);
+    scenario.teardown();
+}

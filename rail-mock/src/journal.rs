@@ -990,5 +990,26 @@ fn insert_seed(tx: &rusqlite::Transaction<'_>, seed: &Seed) -> rusqlite::Result<
         };
         insert_refund(tx, &refund)?;
     }
+    // In the order given: `seq` is commit order, which `dup_response` replays from.
+    for st in &seed.settlements {
+        let created_at = st.created_at.unwrap_or(SEED_CREATED_AT_DEFAULT);
+        tx.execute(
+            &format!(
+                "INSERT INTO settlements ({SETTLEMENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+            ),
+            params![
+                st.id,
+                st.amount_requested,
+                st.amount_requested - st.fees - st.tax,
+                st.fees,
+                st.tax,
+                i64::from(st.settle_full_balance),
+                st.description,
+                notes_text(&st.notes),
+                created_at,
+                created_at.saturating_mul(1000)
+            ],
+        )?;
+    }
     Ok(())
 }

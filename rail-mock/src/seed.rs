@@ -1,8 +1,8 @@
 //! The seed: the payments, orders, refunds and balance an empty journal starts from.
 //!
 //! Format (JSON, unknown fields refused, integers only):
-//! `{"currency":"INR","balance":N,"payments":[…],"orders":[…],"refunds":[…]}`; see the crate's
-//! README for every field. `--seed demo` is the embedded [`DEMO_SEED`].
+//! `{"currency":"INR","balance":N,"payments":[…],"orders":[…],"refunds":[…],"settlements":[…]}`;
+//! see the crate's README for every field. `--seed demo` is the embedded [`DEMO_SEED`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -10,8 +10,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::{AMOUNT_MAX, REFUND_AMOUNT_MIN, Speed};
-use crate::tools::{NOTE_KEY_CHARS_MAX, NOTE_VALUE_CHARS_MAX, NOTES_KEYS_MAX, RECEIPT_CHARS_MAX};
+use crate::model::{AMOUNT_MAX, REFUND_AMOUNT_MIN, SETTLEMENT_AMOUNT_MIN, Speed};
+use crate::tools::{
+    DESCRIPTION_CHARS_MAX, NOTE_KEY_CHARS_MAX, NOTE_VALUE_CHARS_MAX, NOTES_KEYS_MAX,
+    RECEIPT_CHARS_MAX,
+};
 
 /// The embedded demo seed (`rail-mock/seeds/demo.json`).
 pub const DEMO_SEED: &str = include_str!("../seeds/demo.json");
@@ -50,6 +53,11 @@ pub struct Seed {
     /// Refunds that already exist; they count against their payment's refundable amount.
     #[serde(default)]
     pub refunds: Vec<SeedRefund>,
+    /// Instant settlements already made. They are history: `balance` is what is left after
+    /// them. Left out of the canonical text when empty, so a journal seeded before the field
+    /// existed still matches its seed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settlements: Vec<SeedSettlement>,
 }
 
 /// A seeded payment (captured; `amount_refunded` follows from the seeded refunds).
@@ -118,6 +126,34 @@ pub struct SeedRefund {
     /// Tax on the fee (default 0).
     #[serde(default)]
     pub tax: i64,
+    /// Unix seconds (default [`SEED_CREATED_AT_DEFAULT`]).
+    #[serde(default)]
+    pub created_at: Option<i64>,
+}
+
+/// A seeded instant settlement (`amount_settled` follows: requested minus fees and tax).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedSettlement {
+    /// `setlod_…` (not starting with [`GENERATED_SETTLEMENT_PREFIX`]).
+    pub id: String,
+    /// What was drawn from the balance, at least [`SETTLEMENT_AMOUNT_MIN`].
+    pub amount_requested: i64,
+    /// Fee charged (default 0).
+    #[serde(default)]
+    pub fees: i64,
+    /// Tax on the fee (default 0).
+    #[serde(default)]
+    pub tax: i64,
+    /// Whether the whole balance was asked for (default false).
+    #[serde(default)]
+    pub settle_full_balance: bool,
+    /// Description, as `create_instant_settlement` accepts it.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Notes.
+    #[serde(default)]
+    pub notes: Map<String, Value>,
     /// Unix seconds (default [`SEED_CREATED_AT_DEFAULT`]).
     #[serde(default)]
     pub created_at: Option<i64>,
@@ -261,6 +297,40 @@ impl Seed {
             check_notes(&format!("{at}.notes"), &r.notes)?;
             check_time(&format!("{at}.created_at"), r.created_at)?;
         }
+        for (i, st) in self.settlements.iter().enumerate() {
+            let at = format!("settlements[{i}]");
+            check_id(&at, &st.id, "setlod_", &mut ids)?;
+            if st.id.starts_with(GENERATED_SETTLEMENT_PREFIX) {
+                return Err(format!(
+                    "{at}.id: {:?} uses the prefix {GENERATED_SETTLEMENT_PREFIX} that the rail keeps for the settlements it creates",
+                    st.id
+                ));
+            }
+            check_amount(
+                &format!("{at}.amount_requested"),
+                st.amount_requested,
+                SETTLEMENT_AMOUNT_MIN,
+            )?;
+            check_amount(&format!("{at}.fees"), st.fees, 0)?;
+            check_amount(&format!("{at}.tax"), st.tax, 0)?;
+            // Both are at most AMOUNT_MAX (2^53 - 1), so the sum cannot overflow.
+            if st.fees + st.tax > st.amount_requested {
+                return Err(format!(
+                    "{at}.fees: fees {} and tax {} are more than the {} requested",
+                    st.fees, st.tax, st.amount_requested
+                ));
+            }
+            if let Some(d) = &st.description
+                && (d.chars().count() > DESCRIPTION_CHARS_MAX
+                    || !d.chars().all(|c| c.is_ascii_alphanumeric() || c == ' '))
+            {
+                return Err(format!(
+                    "{at}.description: at most {DESCRIPTION_CHARS_MAX} letters, digits or spaces, got {d:?}"
+                ));
+            }
+            check_notes(&format!("{at}.notes"), &st.notes)?;
+            check_time(&format!("{at}.created_at"), st.created_at)?;
+        }
         Ok(())
     }
 }
@@ -374,7 +444,70 @@ mod tests {
 
     #[test]
     fn an_unknown_field_is_refused() {
-        let err = Seed::parse(r#"{"balance": 0, "settlements": []}"#, "x.json").unwrap_err();
-        assert!(err.message.contains("unknown field `settlements`"), "{err}");
+        let err = Seed::parse(r#"{"balance": 0, "payouts": []}"#, "x.json").unwrap_err();
+        assert!(err.message.contains("unknown field `payouts`"), "{err}");
+        let err = Seed::parse(
+            r#"{"balance": 0, "settlements": [{"id": "setlod_1", "amount_requested": 500, "amount": 5}]}"#,
+            "x.json",
+        )
+        .unwrap_err();
+        assert!(err.message.contains("unknown field `amount`"), "{err}");
+    }
+
+    #[test]
+    fn seeded_settlements_are_read_and_checked() {
+        let seed = Seed::parse(
+            r#"{"balance": 0, "settlements": [{"id": "setlod_SEED1", "amount_requested": 500,
+                "fees": 2, "tax": 1, "description": "last week", "notes": {"k": "v"}}]}"#,
+            "x.json",
+        )
+        .expect("a valid settlement");
+        assert_eq!(seed.settlements[0].amount_requested, 500);
+        assert!(!seed.settlements[0].settle_full_balance);
+        for (settlement, message) in [
+            (
+                r#"{"id": "setl_1", "amount_requested": 500}"#,
+                "settlements[0].id: must be setlod_",
+            ),
+            (
+                r#"{"id": "setlod_MOCK0000000001", "amount_requested": 500}"#,
+                "settlements[0].id: \"setlod_MOCK0000000001\" uses the prefix setlod_MOCK",
+            ),
+            (
+                r#"{"id": "setlod_1", "amount_requested": 199}"#,
+                "settlements[0].amount_requested: must be an integer from 200",
+            ),
+            (
+                r#"{"id": "setlod_1", "amount_requested": 500, "fees": 400, "tax": 101}"#,
+                "settlements[0].fees: fees 400 and tax 101 are more than the 500 requested",
+            ),
+            (
+                r#"{"id": "setlod_1", "amount_requested": 500, "description": "no-dashes"}"#,
+                "settlements[0].description: at most 30 letters, digits or spaces",
+            ),
+            (
+                r#"{"id": "setlod_1", "amount_requested": 500, "created_at": -1}"#,
+                "settlements[0].created_at: must be unix seconds",
+            ),
+        ] {
+            let text = format!(r#"{{"balance": 0, "settlements": [{settlement}]}}"#);
+            let err = Seed::parse(&text, "x.json").unwrap_err();
+            assert!(err.message.starts_with(message), "{settlement}: {err}");
+        }
+        let twice = r#"{"balance": 0,
+            "settlements": [{"id": "setlod_1", "amount_requested": 500},
+                            {"id": "setlod_1", "amount_requested": 600}]}"#;
+        let err = Seed::parse(twice, "x.json").unwrap_err();
+        assert!(err.message.contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn a_seed_without_settlements_keeps_its_canonical_text() {
+        // Journals seeded before settlements existed store this text; it must still match.
+        let seed = Seed::parse(r#"{"balance": 5}"#, "x.json").unwrap();
+        assert_eq!(
+            seed.canonical(),
+            r#"{"currency":"INR","balance":5,"payments":[],"orders":[],"refunds":[]}"#
+        );
     }
 }

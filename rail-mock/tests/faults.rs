@@ -227,6 +227,66 @@ async fn dup_response_answers_with_an_earlier_refund() {
     mock.close().await;
 }
 
+/// A seed with three earlier instant settlements: history for `dup_response` to replay and for
+/// a small page size to spread over pages.
+fn settlement_seed(dir: &std::path::Path) -> std::path::PathBuf {
+    let settlements: Vec<Value> = (1..=3)
+        .map(|n| {
+            json!({"id": format!("setlod_SEED{n}"), "amount_requested": 1_000 * n,
+                        "description": format!("seeded {n}"), "created_at": 1_764_633_600 + n})
+        })
+        .collect();
+    let path = dir.join("seed.json");
+    let seed = json!({"balance": 100_000, "settlements": settlements});
+    std::fs::write(&path, seed.to_string()).expect("write the seed");
+    path
+}
+
+#[tokio::test]
+async fn dup_response_replays_a_seeded_settlement_and_pages_walk_them() {
+    let dir = fresh_dir("dup-settlement");
+    let seed = settlement_seed(&dir);
+    let journal = dir.join("journal.db");
+    let seed_arg = seed.to_str().expect("a UTF-8 path");
+    let mock = spawn(
+        &journal,
+        &["--seed", seed_arg, "--faults", "dup_response@1,page_size=1"],
+    )
+    .await;
+    let answer = mock
+        .ok(
+            "create_instant_settlement",
+            json!({"amount": 700, "notes": {"k": "ours"}}),
+        )
+        .await;
+    assert_eq!(
+        answer["id"], "setlod_SEED3",
+        "the latest earlier settlement"
+    );
+    assert_eq!(answer["amount_requested"], 3_000);
+    assert_eq!(answer["notes"], json!({}), "the replay is not ours");
+    let dump = inspect(&journal);
+    let settlements = dump["settlements"].as_array().expect("settlements");
+    assert_eq!(settlements.len(), 4, "3 seeded + the applied one");
+    assert_eq!(settlements[0]["amount_settled"], 1_000);
+    assert_eq!(settlements[3]["notes"], json!({"k": "ours"}));
+    assert_eq!(dump["balance"], 100_000 - 700, "seeded ones are history");
+    let mut seen = Vec::new();
+    for skip in 0..5 {
+        let page = mock
+            .ok(
+                "fetch_all_instant_settlements",
+                json!({"count": 100, "skip": skip}),
+            )
+            .await;
+        assert!(page["count"].as_u64() <= Some(1), "{page}");
+        seen.extend(ids(&page));
+    }
+    assert_eq!(seen.len(), 4, "one a page, then an empty page: {seen:?}");
+    assert_eq!(&seen[1..], ["setlod_SEED3", "setlod_SEED2", "setlod_SEED1"]);
+    mock.close().await;
+}
+
 #[tokio::test]
 async fn read_lag_hides_young_entities_from_lists_only() {
     let journal = fresh_journal("read-lag");
