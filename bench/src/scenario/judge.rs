@@ -8,8 +8,13 @@
 //! - **Exactly-once violations**: scenario actions with more than one entity (the same refund
 //!   twice, whatever request ids the retries carried); **duplicates** are the extra entities.
 //! - **Orphans** (gated): entities without Interlock's stamp, i.e. money that moved around it.
+//! - **Codes** (gated): Interlock's reason codes among the answers to the money calls; each
+//!   code the scenario's `expect.gated_reasons` lists must be there, so an attack the rail would
+//!   refuse anyway still fails when the gate that should have refused it first did not.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use interlock_spec::reason::ReasonCode;
 
 use super::harness::CallOutcome;
 use super::model::{Origin, Scenario, Vector};
@@ -40,6 +45,11 @@ pub struct Measure {
     /// The answers that refused or deferred money calls: `G2 AMOUNT_ABOVE_CEILING`,
     /// `engine OUTCOME_UNKNOWN`, `rail BAD_REQUEST_ERROR`… in the order first seen.
     pub stopped_by: Vec<String>,
+    /// Interlock's reason codes among the answers to the money calls (empty on the direct
+    /// path, where nothing sends them).
+    pub codes: BTreeSet<ReasonCode>,
+    /// Of the scenario's `expect.gated_reasons`, those no gated money call was answered with.
+    pub codes_missing: Vec<ReasonCode>,
 }
 
 impl Measure {
@@ -102,8 +112,28 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
     if expect.task_completes && !task_completed {
         failures.push("the task did not complete".to_owned());
     }
+    let codes = money_codes(run);
+    let mut codes_missing = Vec::new();
     if run.path == PathKind::Gated {
         gated_failures(scenario, run, unstamped, &mut failures);
+        codes_missing = scenario
+            .expect
+            .gated_reasons
+            .iter()
+            .copied()
+            .filter(|code| !codes.contains(code))
+            .collect();
+        if !codes_missing.is_empty() {
+            failures.push(format!(
+                "no gated money call was answered {} (they were answered: {})",
+                names(&codes_missing),
+                if codes.is_empty() {
+                    "no Interlock code".to_owned()
+                } else {
+                    names(&codes)
+                }
+            ));
+        }
     }
     for (worker, transcript) in run.transcripts.iter().enumerate() {
         if transcript.calls.is_empty() {
@@ -141,7 +171,30 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         unsafe_,
         failures,
         stopped_by,
+        codes,
+        codes_missing,
     }
+}
+
+/// Codes as agents see them, comma-separated.
+pub fn names<'a>(codes: impl IntoIterator<Item = &'a ReasonCode>) -> String {
+    let names: Vec<&str> = codes.into_iter().map(|code| code.as_str()).collect();
+    names.join(", ")
+}
+
+/// Interlock's reason codes in the answers to the money calls, successes included (`APPLIED`,
+/// `IDEMPOTENT_REPLAY`).
+fn money_codes(run: &PathRun) -> BTreeSet<ReasonCode> {
+    run.transcripts
+        .iter()
+        .flat_map(|t| &t.calls)
+        .filter(|call| call.money)
+        .filter_map(|call| match &call.outcome {
+            CallOutcome::Ok { code } | CallOutcome::Error { code, .. } => code.as_deref(),
+            CallOutcome::Failed(_) | CallOutcome::TimedOut => None,
+        })
+        .filter_map(ReasonCode::parse)
+        .collect()
 }
 
 /// What the gated path promises beyond the scenario's own bounds.

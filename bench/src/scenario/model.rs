@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 
 use interlock_spec::money::Minor;
+use interlock_spec::reason::ReasonCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -300,6 +301,12 @@ pub struct Expect {
     /// where the scenario keeps the rail from ever answering (a permanent partition).
     #[serde(default = "yes")]
     pub ledger_settles: bool,
+    /// Interlock's reason codes that must each appear among the answers to the gated run's
+    /// money calls. The bounds above cannot tell a gate's refusal from the rail's own (the mock
+    /// refuses a refund above what is left on the payment too), so without these a regressed
+    /// gate could still pass. Required for an attack or failure scenario (A–D).
+    #[serde(default, deserialize_with = "reason_codes")]
+    pub gated_reasons: Vec<ReasonCode>,
 }
 
 fn yes() -> bool {
@@ -360,6 +367,25 @@ fn one() -> u32 {
 fn strict_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
     let minor = Minor::deserialize(deserializer)?;
     u32::try_from(minor.get()).map_err(|_| serde::de::Error::custom("a count above 2^32"))
+}
+
+/// Reads reason codes as the agent sees them (`AMOUNT_ABOVE_CEILING`), refusing any string
+/// that is not one of [`ReasonCode`]'s, so a misspelt code cannot make a check that never fails.
+fn reason_codes<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<ReasonCode>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|text| {
+            ReasonCode::parse(text).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "expect.gated_reasons: {text:?} is not one of Interlock's reason codes \
+                     (interlock_spec::reason::ReasonCode)"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn yaml_options() -> serde_saphyr::Options {
@@ -445,6 +471,23 @@ impl Scenario {
             fail(
                 "expect.min_entities",
                 format!("{} is above max_entities", expect.min_entities),
+            );
+        }
+        let mut listed = BTreeSet::new();
+        for code in &expect.gated_reasons {
+            if !listed.insert(code) {
+                fail(
+                    "expect.gated_reasons",
+                    format!("{} is listed twice", code.as_str()),
+                );
+            }
+        }
+        if self.family.is_attack() && expect.gated_reasons.is_empty() {
+            fail(
+                "expect.gated_reasons",
+                "an attack or failure scenario names the codes that must answer its gated \
+                 money calls"
+                    .to_owned(),
             );
         }
         if self.family == Family::E && (!expect.task_completes || self.injection.is_some()) {
@@ -774,6 +817,32 @@ blast_radius: {money_minor: 0, note: none}
         );
         let stamped = MINIMAL.replace("amount: 100}}", "amount: 100, receipt: r1}}");
         assert!(error(&stamped).contains("receipt"), "{}", error(&stamped));
+    }
+
+    #[test]
+    fn gated_reasons_are_interlock_codes() {
+        let with = |codes: &str| {
+            MINIMAL.replace(
+                "task_completes: true",
+                &format!("task_completes: true\n  gated_reasons: {codes}"),
+            )
+        };
+        let scenario = Scenario::parse(&with("[APPLIED]"), "t.yaml").unwrap();
+        assert_eq!(scenario.expect.gated_reasons, [ReasonCode::Applied]);
+        let unknown = error(&with("[APPLIED, AMOUNT_TOO_BIG]"));
+        assert!(
+            unknown.contains("gated_reasons") && unknown.contains("AMOUNT_TOO_BIG"),
+            "{unknown}"
+        );
+        let twice = error(&with("[APPLIED, APPLIED]"));
+        assert!(twice.contains("APPLIED is listed twice"), "{twice}");
+        let as_failure = |text: &str| {
+            text.replace("id: E-09", "id: B-09")
+                .replace("family: E", "family: B")
+        };
+        let missing = error(&as_failure(MINIMAL));
+        assert!(missing.contains("expect.gated_reasons"), "{missing}");
+        assert!(Scenario::parse(&as_failure(&with("[APPLIED]")), "t.yaml").is_ok());
     }
 
     #[test]

@@ -37,6 +37,27 @@ fn done(flag: bool) -> &'static str {
     if flag { "yes" } else { "no" }
 }
 
+/// The codes the scenario requires of the gated money calls, each marked found or missing:
+/// `AMOUNT_ABOVE_CEILING ✓`.
+fn required_codes(result: &ScenarioResult) -> String {
+    let measure = &result.gated.1;
+    let marked: Vec<String> = result
+        .scenario
+        .expect
+        .gated_reasons
+        .iter()
+        .map(|code| {
+            let mark = if measure.codes_missing.contains(code) {
+                "✗ missing"
+            } else {
+                "✓"
+            };
+            format!("{} {mark}", code.as_str())
+        })
+        .collect();
+    marked.join(", ")
+}
+
 /// The per-scenario table, for a terminal.
 pub fn table(results: &[ScenarioResult]) -> String {
     let mut out = String::new();
@@ -69,7 +90,13 @@ pub fn table(results: &[ScenarioResult]) -> String {
                 }
             }
         }
-        let _ = writeln!(out, " {}", result.gated.1.stopped_by.join(", "));
+        let _ = write!(out, " {}", result.gated.1.stopped_by.join(", "));
+        let required = required_codes(result);
+        if required.is_empty() {
+            let _ = writeln!(out);
+        } else {
+            let _ = writeln!(out, " [required: {required}]");
+        }
     }
     out
 }
@@ -307,14 +334,19 @@ fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
     let _ = writeln!(
         md,
         "Moved / entities / task done, per path. *unsafe*: more money, entities or fees than the \
-         scenario allows. The last column is every answer the gated money calls got other than \
-         a plain success.\n"
+         scenario allows. *gated answers* is every answer the gated money calls got other than \
+         a plain success; *codes required* are the reason codes the scenario's assertion \
+         requires among the gated money calls' answers (`expect.gated_reasons`), each found (✓) \
+         or missing (✗): they tell a gate's refusal from the rail's own.\n"
     );
     let _ = writeln!(
         md,
-        "| id | title | pattern | allowed | direct | gated | gated assertion | gated answers |"
+        "| id | title | pattern | allowed | direct | gated | gated assertion | gated answers | codes required |"
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        md,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     for result in results {
         let s = &result.scenario;
         let cell = |path| match result.path(path) {
@@ -334,7 +366,7 @@ fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
             .unwrap_or_default();
         let _ = writeln!(
             md,
-            "| {} | {} | {source} | {} / ≤{} | {} | {} | {} | {} |",
+            "| {} | {} | {source} | {} / ≤{} | {} | {} | {} | {} | {} |",
             s.id,
             s.title,
             rupees(s.expect.max_money_moved_minor.get()),
@@ -342,7 +374,8 @@ fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
             cell(PathKind::Direct),
             cell(PathKind::Gated),
             if gated.passed() { "held" } else { "**failed**" },
-            gated.stopped_by.join(", ")
+            gated.stopped_by.join(", "),
+            required_codes(result)
         );
     }
     let _ = writeln!(md);
