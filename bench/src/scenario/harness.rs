@@ -13,15 +13,16 @@
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::CallToolResult;
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use super::model::{Origin, Scenario};
 use crate::Res;
@@ -32,6 +33,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Most sessions one endpoint opens in a run (the first, and each reconnect after a death).
 pub const SESSIONS_MAX: usize = 16;
+
+/// How long closing an endpoint waits for each server it killed to be reaped.
+pub const REAP_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// An agent harness.
 pub trait Agent: Send + Sync {
@@ -48,6 +52,53 @@ pub trait Agent: Send + Sync {
     ) -> BoxFuture<'a, Transcript>;
 }
 
+/// How one start of the server ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Ended {
+    /// Not reaped (yet).
+    Running,
+    /// Killed by the run when it closed the endpoint.
+    ClosedByRun,
+    /// SIGKILL, which the run did not send: an armed kill point fired (the failpoints build
+    /// SIGKILLs itself at the point; nothing else here sends SIGKILL but the run's close).
+    SelfKilled,
+    /// Exited with this code, or died of another signal (`-signal`).
+    Other(i32),
+}
+
+impl Ended {
+    fn of(status: ExitStatus) -> Ended {
+        match (status.signal(), status.code()) {
+            (Some(9), _) => Ended::SelfKilled,
+            (Some(signal), _) => Ended::Other(-signal),
+            (None, Some(code)) => Ended::Other(code),
+            (None, None) => Ended::Other(i32::MIN),
+        }
+    }
+
+    /// Whether the server died under the agent (before the run closed it).
+    pub fn died(self) -> bool {
+        matches!(self, Ended::SelfKilled | Ended::Other(_))
+    }
+}
+
+/// One start of the server: the kill point it was armed with, and how it ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Start {
+    /// The kill point armed through `FAILPOINTS`, if any.
+    pub kill_point: Option<String>,
+    /// How the process ended.
+    pub ended: Ended,
+}
+
+/// A started server's process, watched by a task that records how it ends.
+struct Process {
+    kill_point: Option<String>,
+    ended: Arc<Mutex<Ended>>,
+    stop: Option<oneshot::Sender<()>>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
 /// The MCP server an agent talks to, started as a child process on each [`Endpoint::connect`].
 ///
 /// Sessions stay open until the run closes the endpoint: an agent that returns must not take
@@ -60,8 +111,7 @@ pub struct Endpoint {
     /// One kill point per start, armed through `FAILPOINTS` (gated kill scenarios only).
     kill_points: Vec<String>,
     stderr_log: PathBuf,
-    starts: AtomicU32,
-    deaths: AtomicU32,
+    processes: Mutex<Vec<Process>>,
     sessions: Mutex<Vec<Arc<Client>>>,
 }
 
@@ -84,8 +134,7 @@ impl Endpoint {
             env,
             kill_points,
             stderr_log,
-            starts: AtomicU32::new(0),
-            deaths: AtomicU32::new(0),
+            processes: Mutex::new(Vec::new()),
             sessions: Mutex::new(Vec::new()),
         })
     }
@@ -95,9 +144,10 @@ impl Endpoint {
         &self.what
     }
 
-    /// The command line of the next start, for an agent that brings its own MCP client.
+    /// The command line of the next start, for an agent that brings its own MCP client. Such a
+    /// start is not watched: its deaths and kill points go unseen.
     pub fn command_line(&self) -> (PathBuf, Vec<OsString>, Vec<(String, String)>) {
-        let start = self.starts.load(Ordering::SeqCst) as usize;
+        let start = self.processes.lock().expect("never poisoned").len();
         (self.program.clone(), self.args.clone(), self.env_for(start))
     }
 
@@ -109,31 +159,11 @@ impl Endpoint {
         env
     }
 
-    /// Starts the server and completes the handshake.
+    /// Starts the server and completes the handshake. A start that dies before serving
+    /// (killed during boot recovery) is an error here and a death in [`Endpoint::starts`].
     pub async fn connect(&self) -> Res<Session> {
-        let start = self.starts.fetch_add(1, Ordering::SeqCst) as usize;
-        if start >= SESSIONS_MAX {
-            return Err(format!(
-                "{}: more than {SESSIONS_MAX} starts in one run",
-                self.what
-            ));
-        }
-        let mut cmd = tokio::process::Command::new(&self.program);
-        cmd.args(&self.args).env_remove("RAZORPAY_KEY_ID");
-        cmd.envs(self.env_for(start));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.stderr_log)
-            .map_err(|e| format!("open {}: {e}", self.stderr_log.display()))?;
-        let client = match mcp::connect(cmd, Stdio::from(log), &self.what).await {
-            Ok(client) => Arc::new(client),
-            Err(e) => {
-                // A start that dies before serving (killed during boot recovery) is a death.
-                self.deaths.fetch_add(1, Ordering::SeqCst);
-                return Err(e);
-            }
-        };
+        let (stdout, stdin) = self.spawn()?;
+        let client = Arc::new(mcp::serve(stdout, stdin, &self.what).await?);
         self.sessions
             .lock()
             .expect("the sessions lock is never poisoned")
@@ -141,20 +171,83 @@ impl Endpoint {
         Ok(Session { client })
     }
 
-    /// Records that a session's server died under a call.
-    pub fn note_death(&self) {
-        self.deaths.fetch_add(1, Ordering::SeqCst);
+    /// Starts the next process, armed with its start's kill point, and hands it to a task that
+    /// records how it ends and kills it when told to stop (or when the endpoint is dropped
+    /// without closing).
+    fn spawn(&self) -> Res<(tokio::process::ChildStdout, tokio::process::ChildStdin)> {
+        // Held while spawning, so two connects at once cannot take the same start's kill point.
+        let mut processes = self.processes.lock().expect("never poisoned");
+        let start = processes.len();
+        if start >= SESSIONS_MAX {
+            return Err(format!(
+                "{}: more than {SESSIONS_MAX} starts in one run",
+                self.what
+            ));
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.stderr_log)
+            .map_err(|e| format!("open {}: {e}", self.stderr_log.display()))?;
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .env_remove("RAZORPAY_KEY_ID")
+            .envs(self.env_for(start))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            // A backstop: the watcher kills it on close, this if the runtime goes first.
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.what))?;
+        let pipes = (child.stdout.take(), child.stdin.take());
+        let ended = Arc::new(Mutex::new(Ended::Running));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let record = Arc::clone(&ended);
+        let watcher = tokio::spawn(async move {
+            let end = tokio::select! {
+                // An exit already there is the process's own, not the close's.
+                biased;
+                status = child.wait() => status.map_or(Ended::Other(i32::MIN), Ended::of),
+                _ = stopped => match child.try_wait() {
+                    Ok(Some(status)) => Ended::of(status),
+                    _ => {
+                        let _ = child.kill().await;
+                        Ended::ClosedByRun
+                    }
+                },
+            };
+            *record.lock().expect("never poisoned") = end;
+        });
+        processes.push(Process {
+            kill_point: self.kill_points.get(start).cloned(),
+            ended,
+            stop: Some(stop),
+            watcher: Some(watcher),
+        });
+        match pipes {
+            (Some(stdout), Some(stdin)) => Ok((stdout, stdin)),
+            _ => Err(format!("{}: no stdio pipes", self.what)),
+        }
     }
 
-    /// How many servers died under the agent (calls that failed with the transport, and
-    /// starts that never served).
+    /// Every start so far: its kill point and how its process ended.
+    pub fn starts(&self) -> Vec<Start> {
+        let processes = self.processes.lock().expect("never poisoned");
+        processes
+            .iter()
+            .map(|p| Start {
+                kill_point: p.kill_point.clone(),
+                ended: *p.ended.lock().expect("never poisoned"),
+            })
+            .collect()
+    }
+
+    /// How many servers died under the agent (before the run closed them), from their exits.
     pub fn deaths(&self) -> u32 {
-        self.deaths.load(Ordering::SeqCst)
-    }
-
-    /// How many times the server was started.
-    pub fn starts(&self) -> u32 {
-        self.starts.load(Ordering::SeqCst)
+        let died = self.starts().iter().filter(|s| s.ended.died()).count();
+        u32::try_from(died).unwrap_or(u32::MAX)
     }
 
     /// Whether some session is still connected.
@@ -163,8 +256,22 @@ impl Endpoint {
         sessions.iter().any(|c| !c.is_transport_closed())
     }
 
-    /// Closes every session; each server exits when its stdin closes (or is killed).
+    /// Closes every session and kills every server still running, then waits (at most
+    /// [`REAP_WAIT_MAX`] each) until each is reaped, so [`Endpoint::starts`] is final.
     pub async fn close(&self) {
+        let mut watchers = Vec::new();
+        {
+            let mut processes = self.processes.lock().expect("never poisoned");
+            for process in processes.iter_mut() {
+                if let Some(stop) = process.stop.take() {
+                    let _ = stop.send(());
+                }
+                watchers.extend(process.watcher.take());
+            }
+        }
+        for watcher in watchers {
+            let _ = tokio::time::timeout(REAP_WAIT_MAX, watcher).await;
+        }
         let sessions: Vec<Arc<Client>> =
             std::mem::take(&mut *self.sessions.lock().expect("never poisoned"));
         for client in sessions {
@@ -316,4 +423,20 @@ pub struct Transcript {
     pub saw_injection: bool,
     /// Things that went wrong outside calls (a reconnect that failed…).
     pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_sigkill_the_run_did_not_send_is_a_kill_point() {
+        // Wait statuses as waitpid reports them: a signal in the low bits, a code in the next.
+        assert_eq!(Ended::of(ExitStatus::from_raw(9)), Ended::SelfKilled);
+        assert_eq!(Ended::of(ExitStatus::from_raw(6)), Ended::Other(-6));
+        assert_eq!(Ended::of(ExitStatus::from_raw(0)), Ended::Other(0));
+        assert_eq!(Ended::of(ExitStatus::from_raw(1 << 8)), Ended::Other(1));
+        assert!(Ended::SelfKilled.died() && Ended::Other(1).died());
+        assert!(!Ended::ClosedByRun.died() && !Ended::Running.died());
+    }
 }

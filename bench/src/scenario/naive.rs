@@ -158,7 +158,6 @@ impl NaiveRun<'_> {
             let outcome = CallOutcome::of(&reply);
             if let CallOutcome::Failed(_) = outcome {
                 // The server died under the call: the next attempt starts another.
-                self.endpoint.note_death();
                 self.session = None;
             }
             let ok = outcome.is_ok();

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use interlock_spec::mandate::Mandate;
 use serde_json::{Value, json};
 
-use super::harness::{Agent, Endpoint, Transcript};
+use super::harness::{Agent, Ended, Endpoint, Transcript};
 use super::journal::{self, Entity, Journal};
 use super::model::{Scenario, Vector};
 use crate::Res;
@@ -231,6 +231,10 @@ impl Suite {
         for endpoint in &endpoints {
             endpoint.close().await;
         }
+        // Each worker's starts, their kill points and how each process ended, for `--keep`.
+        let starts: Vec<_> = endpoints.iter().map(|e| e.starts()).collect();
+        let starts = serde_json::to_value(&starts).map_err(|e| format!("starts: {e}"))?;
+        write_json(&dir.join("starts.json"), &starts)?;
         let journal = journal::inspect(&self.bins.mock, &files.journal)?;
         let new_entities = journal
             .entities
@@ -506,17 +510,42 @@ fn fault_checks(
         });
     }
     if let (PathKind::Gated, Some(kill)) = (path, &scenario.faults.kill) {
-        let deaths = endpoint.deaths();
-        checks.push(FaultCheck {
-            fault: format!("kill {}", kill.points.join(", ")),
-            reached: deaths as usize >= kill.points.len(),
-            detail: format!(
-                "interlock died under the agent {deaths} time(s) in {} start(s)",
-                endpoint.starts()
-            ),
-        });
+        checks.push(kill_check(&kill.points, endpoint));
     }
     checks
+}
+
+/// Whether each armed start died at its kill point. Only one point is armed per start and the
+/// failpoints build SIGKILLs itself there, while the run sends SIGKILL only when it closes the
+/// endpoint (and says so): a start armed with `P` that ended by a SIGKILL the run did not send
+/// died at `P`. The process's exit cannot name the point itself; an outside SIGKILL (the OOM
+/// killer) would pass for it.
+fn kill_check(points: &[String], endpoint: &Endpoint) -> FaultCheck {
+    let starts = endpoint.starts();
+    let mut reached = true;
+    let mut each = Vec::new();
+    for (index, point) in points.iter().enumerate() {
+        let ended = starts.get(index).map(|s| s.ended);
+        let how = match ended {
+            Some(Ended::SelfKilled) => "SIGKILLed itself there".to_owned(),
+            Some(Ended::ClosedByRun) => "lived until the run closed it".to_owned(),
+            Some(Ended::Running) => "was never reaped".to_owned(),
+            Some(Ended::Other(code)) => format!("ended otherwise (status {code})"),
+            None => "was never made".to_owned(),
+        };
+        reached &= ended == Some(Ended::SelfKilled);
+        each.push(format!("start {} armed at {point} {how}", index + 1));
+    }
+    FaultCheck {
+        fault: format!("kill {}", points.join(", ")),
+        reached,
+        detail: format!(
+            "{}; {} start(s) in all, {} death(s) under the agent",
+            each.join("; "),
+            starts.len(),
+            endpoint.deaths()
+        ),
+    }
 }
 
 #[cfg(test)]
