@@ -117,6 +117,9 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
     let gated = summarise(&results, PathKind::Gated);
     println!("harness: {}\n", agent.label());
     print!("{}", report::table(&results));
+    for line in report::races_text(&results) {
+        println!("race {line}");
+    }
     println!();
     print!("{}", report::summary_text(direct.as_ref(), gated.as_ref()));
     let write = !args.no_write && args.only.is_empty();

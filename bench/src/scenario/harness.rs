@@ -4,7 +4,8 @@
 //! the mock rail itself on the direct path and `interlock serve` on the gated one; it cannot
 //! tell which. It returns a [`Transcript`] of every call it made. The run judges money,
 //! entities and completion from the rail's journal, never from the transcript; the transcript
-//! only says which answers the agent got (which gate refused what) and how long calls took.
+//! only says which answers the agent got (which gate refused what) and when calls were sent and
+//! answered.
 //!
 //! The scripted harness is [`crate::scenario::naive::Naive`]. A model-driven harness (for
 //! example LangGraph over the Python MCP adapters, replaying recorded model responses) is
@@ -17,14 +18,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolResult;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{Barrier, oneshot};
 
-use super::model::{Origin, Scenario};
+use super::model::{MONEY_TOOLS, Origin, Scenario};
 use crate::Res;
 use crate::mcp::{self, Client, Reply};
 
@@ -34,6 +36,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Most sessions one endpoint opens in a run (the first, and each reconnect after a death).
 pub const SESSIONS_MAX: usize = 16;
 
+/// How long a racing worker's first money call waits at the start line for the others. Longer
+/// than a proxy's start and the reads before the call; a worker that never arrives (its reads
+/// failed) releases the rest at this bound, and the transcripts then show no overlap.
+pub const RACE_START_WAIT_MAX: Duration = Duration::from_secs(20);
 /// How long closing an endpoint waits for each server it killed to be reaped.
 pub const REAP_WAIT_MAX: Duration = Duration::from_secs(10);
 
@@ -111,19 +117,45 @@ pub struct Endpoint {
     /// One kill point per start, armed through `FAILPOINTS` (gated kill scenarios only).
     kill_points: Vec<String>,
     stderr_log: PathBuf,
+    /// The run's clock: [`CallTime::sent_at`] counts from here, the same for every worker.
+    epoch: Instant,
+    /// The start line racing workers' first money calls wait at (shared by their endpoints).
+    race: Option<Arc<Barrier>>,
+    /// Whether this endpoint's first money call has left the start line.
+    raced: AtomicBool,
     processes: Mutex<Vec<Process>>,
     sessions: Mutex<Vec<Arc<Client>>>,
+}
+
+/// When a call was sent and how long its answer took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CallTime {
+    /// When the request was sent, from the start of the run (every worker's endpoint counts
+    /// from the same instant, so workers' calls can be compared).
+    pub sent_at: Duration,
+    /// How long until the answer (or the failure, or the agent's timeout).
+    pub elapsed: Duration,
+}
+
+impl CallTime {
+    /// When the answer came, from the start of the run.
+    pub fn answered_at(&self) -> Duration {
+        self.sent_at + self.elapsed
+    }
 }
 
 impl Endpoint {
     /// An endpoint that starts `program args…` with `env`; start `n` is killed at
     /// `kill_points[n]`, when there is one. The server's stderr is appended to `stderr_log`.
+    /// `epoch` is the run's start; `race`, when racing workers share one, is their start line.
     pub fn new(
         what: impl Into<String>,
         command: Vec<OsString>,
         env: Vec<(String, String)>,
         kill_points: Vec<String>,
         stderr_log: PathBuf,
+        epoch: Instant,
+        race: Option<Arc<Barrier>>,
     ) -> Res<Endpoint> {
         let mut command = command.into_iter();
         let program = command.next().ok_or("an endpoint needs a program")?;
@@ -134,6 +166,9 @@ impl Endpoint {
             env,
             kill_points,
             stderr_log,
+            epoch,
+            race,
+            raced: AtomicBool::new(false),
             processes: Mutex::new(Vec::new()),
             sessions: Mutex::new(Vec::new()),
         })
@@ -145,7 +180,8 @@ impl Endpoint {
     }
 
     /// The command line of the next start, for an agent that brings its own MCP client. Such a
-    /// start is not watched: its deaths and kill points go unseen.
+    /// start is not watched: its deaths and kill points go unseen, and its calls never wait at
+    /// a race's start line.
     pub fn command_line(&self) -> (PathBuf, Vec<OsString>, Vec<(String, String)>) {
         let start = self.processes.lock().expect("never poisoned").len();
         (self.program.clone(), self.args.clone(), self.env_for(start))
@@ -161,14 +197,17 @@ impl Endpoint {
 
     /// Starts the server and completes the handshake. A start that dies before serving
     /// (killed during boot recovery) is an error here and a death in [`Endpoint::starts`].
-    pub async fn connect(&self) -> Res<Session> {
+    pub async fn connect(&self) -> Res<Session<'_>> {
         let (stdout, stdin) = self.spawn()?;
         let client = Arc::new(mcp::serve(stdout, stdin, &self.what).await?);
         self.sessions
             .lock()
             .expect("the sessions lock is never poisoned")
             .push(Arc::clone(&client));
-        Ok(Session { client })
+        Ok(Session {
+            client,
+            endpoint: self,
+        })
     }
 
     /// Starts the next process, armed with its start's kill point, and hands it to a task that
@@ -250,6 +289,11 @@ impl Endpoint {
         u32::try_from(died).unwrap_or(u32::MAX)
     }
 
+    /// Now, on the run's clock (for a call that was never sent).
+    pub fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
     /// Whether some session is still connected.
     pub fn live(&self) -> bool {
         let sessions = self.sessions.lock().expect("never poisoned");
@@ -280,11 +324,22 @@ impl Endpoint {
             }
         }
     }
+
+    /// Waits at the start line if this is a racing worker's first money call.
+    async fn start_line(&self, tool: &str) {
+        let Some(race) = &self.race else { return };
+        if !MONEY_TOOLS.contains(&tool) || self.raced.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // A worker that never comes lets the others go at the bound; the transcripts tell.
+        let _ = tokio::time::timeout(RACE_START_WAIT_MAX, race.wait()).await;
+    }
 }
 
 /// One connection to the endpoint's server.
-pub struct Session {
+pub struct Session<'a> {
     client: Arc<Client>,
+    endpoint: &'a Endpoint,
 }
 
 /// A tool as `tools/list` showed it.
@@ -296,7 +351,7 @@ pub struct ListedTool {
     pub description: String,
 }
 
-impl Session {
+impl Session<'_> {
     /// `tools/list`.
     pub async fn list_tools(&self) -> Res<Vec<ListedTool>> {
         let tools = self
@@ -313,9 +368,14 @@ impl Session {
             .collect())
     }
 
-    /// Calls `tool`, waiting at most `timeout`.
-    pub async fn call(&self, tool: &str, args: Value, timeout: Duration) -> (Reply, Duration) {
-        mcp::call(&self.client, tool, args, timeout).await
+    /// Calls `tool`, waiting at most `timeout` for the answer. A racing worker's first money
+    /// call first waits at the start line, so the workers' calls leave together; the time it
+    /// was sent is taken after that.
+    pub async fn call(&self, tool: &str, args: Value, timeout: Duration) -> (Reply, CallTime) {
+        self.endpoint.start_line(tool).await;
+        let sent_at = self.endpoint.epoch.elapsed();
+        let (reply, elapsed) = mcp::call(&self.client, tool, args, timeout).await;
+        (reply, CallTime { sent_at, elapsed })
     }
 
     /// Whether the server has gone (its transport closed).
@@ -408,8 +468,8 @@ pub struct CallRecord {
     pub attempt: u32,
     /// Whether it moves money.
     pub money: bool,
-    /// How long until the answer (or the failure, or the agent's timeout).
-    pub elapsed: Duration,
+    /// When it was sent and how long its answer took.
+    pub time: CallTime,
     /// How it ended.
     pub outcome: CallOutcome,
 }

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::harness::{Agent, BoxFuture, CallOutcome, CallRecord, Endpoint, Session, Transcript};
+use super::harness::{
+    Agent, BoxFuture, CallOutcome, CallRecord, CallTime, Endpoint, Session, Transcript,
+};
 use super::model::{Call, Origin, Scenario};
 use crate::mcp::{self, Reply};
 
@@ -69,7 +71,7 @@ struct NaiveRun<'a> {
     scenario: &'a Scenario,
     endpoint: &'a Endpoint,
     worker: u32,
-    session: Option<Session>,
+    session: Option<Session<'a>>,
     transcript: Transcript,
     /// Whether the injected asks have been carried out (they are followed once).
     followed: bool,
@@ -141,27 +143,25 @@ impl NaiveRun<'_> {
                     Ok(session) => self.session = Some(session),
                     Err(e) => {
                         self.transcript.notes.push(format!("reconnect: {e}"));
-                        self.record(
-                            call,
-                            &origin,
-                            attempt,
-                            Duration::ZERO,
-                            CallOutcome::Failed(e),
-                        );
+                        let time = CallTime {
+                            sent_at: self.endpoint.now(),
+                            elapsed: Duration::ZERO,
+                        };
+                        self.record(call, &origin, attempt, time, CallOutcome::Failed(e));
                         continue;
                     }
                 }
             }
             let args = self.arguments(call, &action, attempt);
             let session = self.session.as_ref().expect("connected above");
-            let (reply, elapsed) = session.call(&call.tool, args, AGENT_CALL_TIMEOUT).await;
+            let (reply, time) = session.call(&call.tool, args, AGENT_CALL_TIMEOUT).await;
             let outcome = CallOutcome::of(&reply);
             if let CallOutcome::Failed(_) = outcome {
                 // The server died under the call: the next attempt starts another.
                 self.session = None;
             }
             let ok = outcome.is_ok();
-            self.record(call, &origin, attempt, elapsed, outcome);
+            self.record(call, &origin, attempt, time, outcome);
             if ok && let Reply::Answered(result) = reply {
                 return Some(mcp::text_of(&result));
             }
@@ -188,7 +188,7 @@ impl NaiveRun<'_> {
         call: &Call,
         origin: &Origin,
         attempt: u32,
-        elapsed: Duration,
+        time: CallTime,
         outcome: CallOutcome,
     ) {
         self.transcript.calls.push(CallRecord {
@@ -197,7 +197,7 @@ impl NaiveRun<'_> {
             tool: call.tool.clone(),
             attempt,
             money: call.is_money(),
-            elapsed,
+            time,
             outcome,
         });
     }

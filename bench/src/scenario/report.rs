@@ -258,9 +258,53 @@ pub fn results_markdown(
     let _ = writeln!(md, "\n![direct vs gated per family](results.svg)\n");
     family_section(&mut md, results, direct, gated);
     scenario_section(&mut md, results);
+    races_section(&mut md, results);
     failures_section(&mut md, results);
     notes_section(&mut md, p);
     md
+}
+
+/// Each racing scenario's first money calls per path: sent and answered when, and whether
+/// they were in flight together (the race happened) or not.
+pub fn races_text(results: &[ScenarioResult]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for result in results {
+        for path in [PathKind::Direct, PathKind::Gated] {
+            if let Some((run, _)) = result.path(path)
+                && let Some(race) = &run.race
+            {
+                lines.push(format!(
+                    "{} {}: {}",
+                    result.scenario.id,
+                    path.name(),
+                    race.detail()
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn races_section(md: &mut String, results: &[ScenarioResult]) {
+    let lines = races_text(results);
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## Races
+"
+    );
+    let _ = writeln!(
+        md,
+        "Workers' first money calls leave one start line together; times are on the run's \
+         clock, from the transcripts. A race whose calls were not in flight together fails its \
+         assertion.\n"
+    );
+    for line in lines {
+        let _ = writeln!(md, "- {line}");
+    }
+    let _ = writeln!(md);
 }
 
 fn notes_section(md: &mut String, p: &Provenance) {

@@ -170,9 +170,9 @@ pub fn summarise(results: &[ScenarioResult], path: PathKind) -> Option<PathSumma
         for call in run.transcripts.iter().flat_map(|t| &t.calls) {
             if call.outcome.is_ok() {
                 if call.money {
-                    money.push(call.elapsed);
+                    money.push(call.time.elapsed);
                 } else {
-                    reads.push(call.elapsed);
+                    reads.push(call.time.elapsed);
                 }
             }
         }
