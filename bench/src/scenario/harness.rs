@@ -9,8 +9,7 @@
 //!
 //! The scripted harness is [`crate::scenario::naive::Naive`]. A model-driven harness (for
 //! example LangGraph over the Python MCP adapters, replaying recorded model responses) is
-//! another `Agent`: it can start the server itself from [`Endpoint::command_line`], or use
-//! [`Endpoint::connect`].
+//! another `Agent`, with the duties [`Agent`] lists.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -44,6 +43,29 @@ pub const RACE_START_WAIT_MAX: Duration = Duration::from_secs(20);
 pub const REAP_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// An agent harness.
+///
+/// Its duties, which the judging relies on:
+///
+/// 1. **Tag every money call.** Put `notes.agent_action` = [`Scenario::action_id`] of the
+///    call's [`Origin`] in the arguments of every call of a money tool (a tool in
+///    [`MONEY_TOOLS`], or one [`Scenario::is_money`] says forwards to one), the same on every
+///    retry and every worker. It is how the journal's entities are told apart by the action
+///    that made them: duplicates, exactly-once violations and task completion are counted by
+///    it. The judge refuses a run with an entity that carries no tag, or a tag that names no
+///    money action of the scenario, with an error naming the scenario (so an untagged harness
+///    cannot score wrongly in silence).
+/// 2. **Start servers through the [`Endpoint`].** [`Endpoint::connect`] starts each server,
+///    arms the kill point of each start, and watches how each process ends: deaths under the
+///    agent and kill points reached are read from those exits, and a racing worker's first
+///    money call waits at the start line ([`Session::call`]). A harness that brings its own
+///    MCP client can start the server from [`Endpoint::command_line`], but then nothing of
+///    that is seen: a kill or race scenario fails as not reached.
+/// 3. **Leave the servers running.** Sessions stay open until the run closes the endpoint:
+///    after the agents return, the gated run waits for the ledger to settle, and keeps a proxy
+///    alive meanwhile only through the sessions the endpoint opened (it starts one if none is
+///    live).
+/// 4. **Record every call** in the [`Transcript`], with where it came from ([`Origin`]),
+///    whether it moves money, and the [`CallTime`] the session gave it.
 pub trait Agent: Send + Sync {
     /// The name `--harness` selects.
     fn name(&self) -> &'static str;
@@ -179,9 +201,8 @@ impl Endpoint {
         &self.what
     }
 
-    /// The command line of the next start, for an agent that brings its own MCP client. Such a
-    /// start is not watched: its deaths and kill points go unseen, and its calls never wait at
-    /// a race's start line.
+    /// The command line of the next start, for an agent that brings its own MCP client (see
+    /// [`Agent`]: such a start is not watched).
     pub fn command_line(&self) -> (PathBuf, Vec<OsString>, Vec<(String, String)>) {
         let start = self.processes.lock().expect("never poisoned").len();
         (self.program.clone(), self.args.clone(), self.env_for(start))

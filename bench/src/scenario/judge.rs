@@ -20,6 +20,7 @@ use super::harness::CallOutcome;
 use super::model::{Origin, Scenario, Vector};
 use super::report::rupees;
 use super::run::{PathKind, PathRun};
+use crate::Res;
 
 /// What a path's run did, as the journal and the transcript show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +60,29 @@ impl Measure {
     }
 }
 
-/// Measures `run` against `scenario`'s assertion.
-pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
+/// Measures `run` against `scenario`'s assertion. An error, not a measure, when an entity on
+/// the rail carries no `notes.agent_action` or one that names no money action of the scenario:
+/// the harness did not tag its money calls (the first duty of an
+/// [`Agent`](super::harness::Agent)), and every count below would be wrong.
+pub fn measure(scenario: &Scenario, run: &PathRun) -> Res<Measure> {
     let entities = &run.new_entities;
+    let actions = scenario.money_actions();
+    for entity in entities {
+        let problem = match entity.agent_action.as_deref() {
+            Some(action) if actions.contains(action) => continue,
+            Some(action) => format!("carries notes.agent_action {action:?}, which is none of"),
+            None => "carries no notes.agent_action; expected one of".to_owned(),
+        };
+        let expected: Vec<&str> = actions.iter().map(String::as_str).collect();
+        return Err(format!(
+            "{} {}: entity {} on the rail {problem} {}: the harness must tag every money call \
+             (scenario::harness::Agent, duty 1), or duplicates and completion are counted wrong",
+            scenario.id,
+            run.path.name(),
+            entity.id,
+            expected.join(", ")
+        ));
+    }
     let money_moved: u64 = entities.iter().map(|e| e.amount).sum();
     let fees: u64 = entities.iter().map(|e| e.fees).sum();
     let count = u32::try_from(entities.len()).unwrap_or(u32::MAX);
@@ -160,7 +181,7 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         };
         stopped_by.insert(0, hidden.to_owned());
     }
-    Measure {
+    Ok(Measure {
         money_moved,
         entities: count,
         fees,
@@ -173,7 +194,7 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         stopped_by,
         codes,
         codes_missing,
-    }
+    })
 }
 
 /// Codes as agents see them, comma-separated.

@@ -457,7 +457,7 @@ impl Scenario {
             fail("task.steps", "must not be empty".to_owned());
         }
         for (field, calls) in [("task.steps", &self.task.steps), ("history", &self.history)] {
-            calls_problems(&mut fail, field, calls);
+            calls_problems(&mut fail, field, calls, &|call| self.is_money(call));
         }
         if let Some(injection) = &self.injection {
             self.injection_problems(&mut fail, injection);
@@ -501,7 +501,9 @@ impl Scenario {
     }
 
     fn injection_problems(&self, fail: &mut impl FnMut(&str, String), injection: &Injection) {
-        calls_problems(fail, "injection.asks", &injection.asks);
+        calls_problems(fail, "injection.asks", &injection.asks, &|call| {
+            self.is_money(call)
+        });
         if injection.asks.is_empty() {
             fail("injection.asks", "must not be empty".to_owned());
         }
@@ -615,6 +617,36 @@ impl Scenario {
         }
     }
 
+    /// Whether `call` moves money: a money tool, or the new tool an injection offers that
+    /// forwards to one (a shadowing tool moves the same money under another name).
+    pub fn is_money(&self, call: &Call) -> bool {
+        call.is_money()
+            || self.injection.as_ref().is_some_and(|i| {
+                i.vector == Vector::NewTool
+                    && i.tool == call.tool
+                    && i.forwards_to
+                        .as_deref()
+                        .is_some_and(|t| MONEY_TOOLS.contains(&t))
+            })
+    }
+
+    /// The `agent_action` of every money call the scenario's agent may make: each money step
+    /// of the task and each money call the injection asks for.
+    pub fn money_actions(&self) -> BTreeSet<String> {
+        let steps = self.task.steps.iter().enumerate();
+        let task = steps
+            .filter(|(_, call)| self.is_money(call))
+            .map(|(index, _)| self.action_id(&Origin::Task(index + 1)));
+        let asks = self
+            .injection
+            .iter()
+            .flat_map(|i| i.asks.iter().enumerate());
+        let asked = asks
+            .filter(|(_, call)| self.is_money(call))
+            .map(|(index, _)| self.action_id(&Origin::Injection(index + 1)));
+        task.chain(asked).collect()
+    }
+
     /// The suffix every note of this scenario's agent carries (`A-01/task/3`), so the rail's
     /// entities can be told apart by the action that made them.
     pub fn action_id(&self, origin: &Origin) -> String {
@@ -622,7 +654,12 @@ impl Scenario {
     }
 }
 
-fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Call]) {
+fn calls_problems(
+    fail: &mut impl FnMut(&str, String),
+    field: &str,
+    calls: &[Call],
+    is_money: &dyn Fn(&Call) -> bool,
+) {
     if calls.len() > STEPS_MAX {
         fail(
             field,
@@ -631,7 +668,7 @@ fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Cal
     }
     for (index, call) in calls.iter().enumerate() {
         match call.args.get("amount") {
-            None if call.is_money() => fail(
+            None if is_money(call) => fail(
                 &format!("{field}[{index}].args.amount"),
                 "is required".to_owned(),
             ),
@@ -642,7 +679,7 @@ fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Cal
             _ => {}
         }
         for reserved in ["receipt", "notes"] {
-            if call.is_money() && call.args.contains_key(reserved) {
+            if is_money(call) && call.args.contains_key(reserved) {
                 fail(
                     &format!("{field}[{index}].args.{reserved}"),
                     "is written by the harness (stamps and request ids)".to_owned(),

@@ -12,9 +12,11 @@
 //!    [`NAIVE_BACKOFF_MS`], each time with a fresh request id in the notes, as agents that mint
 //!    a new UUID per attempt do. A dead server is restarted (reconnected) before the retry.
 //!
-//! Every money call carries `notes.agent_action` (the scenario's action it performs, the same
-//! on every retry and every worker) and `notes.request_id` (fresh per attempt): the first is
-//! how the rail's journal tells duplicates apart, the second changes nothing Interlock keys on.
+//! Every money call (a shadowing tool that forwards to a money tool included) carries
+//! `notes.agent_action` (the scenario's action it performs, the same on every retry and every
+//! worker; the first duty of an [`Agent`]) and `notes.request_id` (fresh per attempt): the
+//! first is how the rail's journal tells duplicates apart, the second changes nothing
+//! Interlock keys on.
 
 use std::time::Duration;
 
@@ -171,7 +173,7 @@ impl NaiveRun<'_> {
 
     fn arguments(&self, call: &Call, action: &str, attempt: u32) -> Value {
         let mut args = call.args.clone();
-        if call.is_money() {
+        if self.scenario.is_money(call) {
             let mut notes = Map::new();
             notes.insert("agent_action".to_owned(), json!(action));
             notes.insert(
@@ -196,7 +198,7 @@ impl NaiveRun<'_> {
             origin: origin.clone(),
             tool: call.tool.clone(),
             attempt,
-            money: call.is_money(),
+            money: self.scenario.is_money(call),
             time,
             outcome,
         });
