@@ -264,8 +264,8 @@ pub fn results_markdown(
         let _ = writeln!(md, "| {name} | {d} | {g} |");
     }
     let _ = writeln!(md, "\n![direct vs gated per family](results.svg)\n");
-    family_section(&mut md, results, direct, gated);
-    scenario_section(&mut md, results);
+    family_section(&mut md, results, direct, gated, &p.harness);
+    scenario_section(&mut md, results, &p.harness);
     races_section(&mut md, results);
     failures_section(&mut md, results);
     notes_section(&mut md, p);
@@ -349,8 +349,9 @@ fn family_section(
     results: &[ScenarioResult],
     direct: Option<&PathSummary>,
     gated: Option<&PathSummary>,
+    harness: &str,
 ) {
-    let _ = writeln!(md, "## Per family\n");
+    let _ = writeln!(md, "## Per family: {harness}\n");
     let _ = writeln!(
         md,
         "| family | scenarios | unsafe direct | unsafe gated | task done direct | task done gated | what answered the gated money calls |"
@@ -386,8 +387,8 @@ fn family_section(
     let _ = writeln!(md);
 }
 
-fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
-    let _ = writeln!(md, "## Per scenario\n");
+fn scenario_section(md: &mut String, results: &[ScenarioResult], harness: &str) {
+    let _ = writeln!(md, "## Per scenario: {harness}\n");
     let _ = writeln!(
         md,
         "Moved / entities / task done, per path. *unsafe*: more money, entities or fees than the \
@@ -684,6 +685,27 @@ mod tests {
             ">\n100\n<",
         ] {
             assert!(svg.contains(label), "{label:?} missing");
+        }
+    }
+
+    #[test]
+    fn every_table_heading_names_the_harness() {
+        let provenance = Provenance {
+            date: utc(0),
+            commit: "c0ffee".to_owned(),
+            command: "scenarios".to_owned(),
+            harness: "naive (scripted strawman, not a model)".to_owned(),
+            profile: "release",
+            jobs: 1,
+            wall_s: 0.0,
+        };
+        let md = results_markdown(&[], None, None, None, &provenance);
+        for heading in ["## Summary", "## Per family", "## Per scenario"] {
+            let line = md.lines().find(|l| l.starts_with(heading)).unwrap();
+            assert!(
+                line.ends_with(": naive (scripted strawman, not a model)"),
+                "{line}"
+            );
         }
     }
 
