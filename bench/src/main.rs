@@ -11,7 +11,7 @@ use interlock_bench::bins::Bins;
 use interlock_bench::latency::{LatencyArgs, latency};
 use interlock_bench::scenario::report::{self, Provenance};
 use interlock_bench::scenario::run::{PathKind, Suite};
-use interlock_bench::scenario::summary::summarise;
+use interlock_bench::scenario::summary::{paired_latency, summarise};
 use interlock_bench::scenario::{self, SuiteOptions, model};
 use interlock_bench::shim::{ShimArgs, shim};
 
@@ -115,10 +115,17 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
     ))?;
     let direct = summarise(&results, PathKind::Direct);
     let gated = summarise(&results, PathKind::Gated);
+    let paired = paired_latency(&results);
     println!("harness: {}\n", agent.label());
     print!("{}", report::table(&results));
+    for line in report::races_text(&results) {
+        println!("race {line}");
+    }
     println!();
-    print!("{}", report::summary_text(direct.as_ref(), gated.as_ref()));
+    print!(
+        "{}",
+        report::summary_text(direct.as_ref(), gated.as_ref(), paired.as_ref())
+    );
     let write = !args.no_write && args.only.is_empty();
     if write {
         let docs = dir
@@ -139,8 +146,13 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
             jobs: args.jobs,
             wall_s: started.elapsed().as_secs_f64(),
         };
-        let markdown =
-            report::results_markdown(&results, direct.as_ref(), gated.as_ref(), &provenance);
+        let markdown = report::results_markdown(
+            &results,
+            direct.as_ref(),
+            gated.as_ref(),
+            paired.as_ref(),
+            &provenance,
+        );
         report::write(&docs.join("RESULTS.md"), &markdown)?;
         if let (Some(d), Some(g)) = (&direct, &gated) {
             report::write(

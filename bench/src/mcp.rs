@@ -38,6 +38,23 @@ pub async fn connect(cmd: tokio::process::Command, stderr: Stdio, what: &str) ->
         .map_err(|e| format!("{what}: MCP handshake: {e}"))
 }
 
+/// Completes the MCP handshake over a server's stdio that the caller spawned (and watches).
+pub async fn serve(
+    stdout: tokio::process::ChildStdout,
+    stdin: tokio::process::ChildStdin,
+    what: &str,
+) -> Res<Client> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve((stdout, stdin)))
+        .await
+        .map_err(|_| {
+            format!(
+                "{what}: no MCP handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| format!("{what}: MCP handshake: {e}"))
+}
+
 /// The request for `tool` with `args` (an object; anything else sends no arguments).
 pub fn params(tool: &str, args: Value) -> CallToolRequestParams {
     let p = CallToolRequestParams::new(tool.to_owned());

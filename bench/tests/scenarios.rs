@@ -1,6 +1,8 @@
 //! Every scenario runs through `interlock serve` and its assertion is checked, so a regression
-//! in any gate, in the exactly-once engine or in recovery fails here. The direct path (what the
-//! attacks do without a gate) is the benchmark's business: `interlock-bench scenarios`.
+//! in any gate, in the exactly-once engine or in recovery fails here: the bounds on money and
+//! entities catch an attack that got through, and `expect.gated_reasons` catches a gate that
+//! stopped answering even where the rail would refuse the call itself. The direct path (what
+//! the attacks do without a gate) is the benchmark's business: `interlock-bench scenarios`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,6 +43,16 @@ fn the_suite_is_thirty_scenarios_in_five_families() {
             .iter()
             .filter(|s| s.family == Family::E)
             .all(|s| s.injection.is_none() && s.faults.rail.is_empty())
+    );
+    // The parser requires them; checked here too because the CI claim rests on them.
+    let unnamed: Vec<&str> = scenarios
+        .iter()
+        .filter(|s| s.family.is_attack() && s.expect.gated_reasons.is_empty())
+        .map(|s| s.id.as_str())
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "attack scenarios without gated_reasons: {unnamed:?}"
     );
 }
 
@@ -83,6 +95,16 @@ fn every_scenario_holds_its_assertion_through_interlock() {
         ))
         .expect("every scenario runs");
     assert_eq!(results.len(), 30);
+    // Named apart from the other failures: this is the check a regressed gate fails when the
+    // rail would have refused the call anyway.
+    let codes_missing: Vec<String> = results
+        .iter()
+        .filter(|r| !r.gated.1.codes_missing.is_empty())
+        .map(|r| {
+            let missing: Vec<&str> = r.gated.1.codes_missing.iter().map(|c| c.as_str()).collect();
+            format!("{}: {}", r.scenario.id, missing.join(", "))
+        })
+        .collect();
     let failures: Vec<String> = results
         .iter()
         .filter(|r| !r.gated.1.passed())
@@ -97,8 +119,13 @@ fn every_scenario_holds_its_assertion_through_interlock() {
         .collect();
     assert!(
         failures.is_empty(),
-        "gated assertions failed:\n{}",
-        failures.join("\n")
+        "gated assertions failed:\n{}\nreason codes missing from the gated answers: {}",
+        failures.join("\n"),
+        if codes_missing.is_empty() {
+            "none".to_owned()
+        } else {
+            codes_missing.join("; ")
+        }
     );
     let gated = summarise(&results, PathKind::Gated).unwrap();
     assert_eq!(gated.attack_successes, 0);

@@ -8,13 +8,19 @@
 //! - **Exactly-once violations**: scenario actions with more than one entity (the same refund
 //!   twice, whatever request ids the retries carried); **duplicates** are the extra entities.
 //! - **Orphans** (gated): entities without Interlock's stamp, i.e. money that moved around it.
+//! - **Codes** (gated): Interlock's reason codes among the answers to the money calls; each
+//!   code the scenario's `expect.gated_reasons` lists must be there, so an attack the rail would
+//!   refuse anyway still fails when the gate that should have refused it first did not.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use interlock_spec::reason::ReasonCode;
 
 use super::harness::CallOutcome;
 use super::model::{Origin, Scenario, Vector};
 use super::report::rupees;
 use super::run::{PathKind, PathRun};
+use crate::Res;
 
 /// What a path's run did, as the journal and the transcript show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +46,11 @@ pub struct Measure {
     /// The answers that refused or deferred money calls: `G2 AMOUNT_ABOVE_CEILING`,
     /// `engine OUTCOME_UNKNOWN`, `rail BAD_REQUEST_ERROR`… in the order first seen.
     pub stopped_by: Vec<String>,
+    /// Interlock's reason codes among the answers to the money calls (empty on the direct
+    /// path, where nothing sends them).
+    pub codes: BTreeSet<ReasonCode>,
+    /// Of the scenario's `expect.gated_reasons`, those no gated money call was answered with.
+    pub codes_missing: Vec<ReasonCode>,
 }
 
 impl Measure {
@@ -49,9 +60,29 @@ impl Measure {
     }
 }
 
-/// Measures `run` against `scenario`'s assertion.
-pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
+/// Measures `run` against `scenario`'s assertion. An error, not a measure, when an entity on
+/// the rail carries no `notes.agent_action` or one that names no money action of the scenario:
+/// the harness did not tag its money calls (the first duty of an
+/// [`Agent`](super::harness::Agent)), and every count below would be wrong.
+pub fn measure(scenario: &Scenario, run: &PathRun) -> Res<Measure> {
     let entities = &run.new_entities;
+    let actions = scenario.money_actions();
+    for entity in entities {
+        let problem = match entity.agent_action.as_deref() {
+            Some(action) if actions.contains(action) => continue,
+            Some(action) => format!("carries notes.agent_action {action:?}, which is none of"),
+            None => "carries no notes.agent_action; expected one of".to_owned(),
+        };
+        let expected: Vec<&str> = actions.iter().map(String::as_str).collect();
+        return Err(format!(
+            "{} {}: entity {} on the rail {problem} {}: the harness must tag every money call \
+             (scenario::harness::Agent, duty 1), or duplicates and completion are counted wrong",
+            scenario.id,
+            run.path.name(),
+            entity.id,
+            expected.join(", ")
+        ));
+    }
     let money_moved: u64 = entities.iter().map(|e| e.amount).sum();
     let fees: u64 = entities.iter().map(|e| e.fees).sum();
     let count = u32::try_from(entities.len()).unwrap_or(u32::MAX);
@@ -102,8 +133,28 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
     if expect.task_completes && !task_completed {
         failures.push("the task did not complete".to_owned());
     }
+    let codes = money_codes(run);
+    let mut codes_missing = Vec::new();
     if run.path == PathKind::Gated {
         gated_failures(scenario, run, unstamped, &mut failures);
+        codes_missing = scenario
+            .expect
+            .gated_reasons
+            .iter()
+            .copied()
+            .filter(|code| !codes.contains(code))
+            .collect();
+        if !codes_missing.is_empty() {
+            failures.push(format!(
+                "no gated money call was answered {} (they were answered: {})",
+                names(&codes_missing),
+                if codes.is_empty() {
+                    "no Interlock code".to_owned()
+                } else {
+                    names(&codes)
+                }
+            ));
+        }
     }
     for (worker, transcript) in run.transcripts.iter().enumerate() {
         if transcript.calls.is_empty() {
@@ -130,7 +181,7 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         };
         stopped_by.insert(0, hidden.to_owned());
     }
-    Measure {
+    Ok(Measure {
         money_moved,
         entities: count,
         fees,
@@ -141,7 +192,30 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Measure {
         unsafe_,
         failures,
         stopped_by,
-    }
+        codes,
+        codes_missing,
+    })
+}
+
+/// Codes as agents see them, comma-separated.
+pub fn names<'a>(codes: impl IntoIterator<Item = &'a ReasonCode>) -> String {
+    let names: Vec<&str> = codes.into_iter().map(|code| code.as_str()).collect();
+    names.join(", ")
+}
+
+/// Interlock's reason codes in the answers to the money calls, successes included (`APPLIED`,
+/// `IDEMPOTENT_REPLAY`).
+fn money_codes(run: &PathRun) -> BTreeSet<ReasonCode> {
+    run.transcripts
+        .iter()
+        .flat_map(|t| &t.calls)
+        .filter(|call| call.money)
+        .filter_map(|call| match &call.outcome {
+            CallOutcome::Ok { code } | CallOutcome::Error { code, .. } => code.as_deref(),
+            CallOutcome::Failed(_) | CallOutcome::TimedOut => None,
+        })
+        .filter_map(ReasonCode::parse)
+        .collect()
 }
 
 /// What the gated path promises beyond the scenario's own bounds.

@@ -116,7 +116,7 @@ async fn run_scenario(
     for &path in paths {
         let started = Instant::now();
         let run = suite.run_path(&scenario, path, agent).await?;
-        let measure = judge::measure(&scenario, &run);
+        let measure = judge::measure(&scenario, &run)?;
         eprintln!(
             "{} {:<6} {:>5.1} s  moved {} in {} entities, task {}, {}",
             scenario.id,

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 
 use interlock_spec::money::Minor;
+use interlock_spec::reason::ReasonCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -300,6 +301,12 @@ pub struct Expect {
     /// where the scenario keeps the rail from ever answering (a permanent partition).
     #[serde(default = "yes")]
     pub ledger_settles: bool,
+    /// Interlock's reason codes that must each appear among the answers to the gated run's
+    /// money calls. The bounds above cannot tell a gate's refusal from the rail's own (the mock
+    /// refuses a refund above what is left on the payment too), so without these a regressed
+    /// gate could still pass. Required for an attack or failure scenario (A–D).
+    #[serde(default, deserialize_with = "reason_codes")]
+    pub gated_reasons: Vec<ReasonCode>,
 }
 
 fn yes() -> bool {
@@ -360,6 +367,25 @@ fn one() -> u32 {
 fn strict_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
     let minor = Minor::deserialize(deserializer)?;
     u32::try_from(minor.get()).map_err(|_| serde::de::Error::custom("a count above 2^32"))
+}
+
+/// Reads reason codes as the agent sees them (`AMOUNT_ABOVE_CEILING`), refusing any string
+/// that is not one of [`ReasonCode`]'s, so a misspelt code cannot make a check that never fails.
+fn reason_codes<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<ReasonCode>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|text| {
+            ReasonCode::parse(text).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "expect.gated_reasons: {text:?} is not one of Interlock's reason codes \
+                     (interlock_spec::reason::ReasonCode)"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn yaml_options() -> serde_saphyr::Options {
@@ -431,7 +457,7 @@ impl Scenario {
             fail("task.steps", "must not be empty".to_owned());
         }
         for (field, calls) in [("task.steps", &self.task.steps), ("history", &self.history)] {
-            calls_problems(&mut fail, field, calls);
+            calls_problems(&mut fail, field, calls, &|call| self.is_money(call));
         }
         if let Some(injection) = &self.injection {
             self.injection_problems(&mut fail, injection);
@@ -447,6 +473,23 @@ impl Scenario {
                 format!("{} is above max_entities", expect.min_entities),
             );
         }
+        let mut listed = BTreeSet::new();
+        for code in &expect.gated_reasons {
+            if !listed.insert(code) {
+                fail(
+                    "expect.gated_reasons",
+                    format!("{} is listed twice", code.as_str()),
+                );
+            }
+        }
+        if self.family.is_attack() && expect.gated_reasons.is_empty() {
+            fail(
+                "expect.gated_reasons",
+                "an attack or failure scenario names the codes that must answer its gated \
+                 money calls"
+                    .to_owned(),
+            );
+        }
         if self.family == Family::E && (!expect.task_completes || self.injection.is_some()) {
             fail(
                 "expect.task_completes",
@@ -458,7 +501,9 @@ impl Scenario {
     }
 
     fn injection_problems(&self, fail: &mut impl FnMut(&str, String), injection: &Injection) {
-        calls_problems(fail, "injection.asks", &injection.asks);
+        calls_problems(fail, "injection.asks", &injection.asks, &|call| {
+            self.is_money(call)
+        });
         if injection.asks.is_empty() {
             fail("injection.asks", "must not be empty".to_owned());
         }
@@ -572,6 +617,36 @@ impl Scenario {
         }
     }
 
+    /// Whether `call` moves money: a money tool, or the new tool an injection offers that
+    /// forwards to one (a shadowing tool moves the same money under another name).
+    pub fn is_money(&self, call: &Call) -> bool {
+        call.is_money()
+            || self.injection.as_ref().is_some_and(|i| {
+                i.vector == Vector::NewTool
+                    && i.tool == call.tool
+                    && i.forwards_to
+                        .as_deref()
+                        .is_some_and(|t| MONEY_TOOLS.contains(&t))
+            })
+    }
+
+    /// The `agent_action` of every money call the scenario's agent may make: each money step
+    /// of the task and each money call the injection asks for.
+    pub fn money_actions(&self) -> BTreeSet<String> {
+        let steps = self.task.steps.iter().enumerate();
+        let task = steps
+            .filter(|(_, call)| self.is_money(call))
+            .map(|(index, _)| self.action_id(&Origin::Task(index + 1)));
+        let asks = self
+            .injection
+            .iter()
+            .flat_map(|i| i.asks.iter().enumerate());
+        let asked = asks
+            .filter(|(_, call)| self.is_money(call))
+            .map(|(index, _)| self.action_id(&Origin::Injection(index + 1)));
+        task.chain(asked).collect()
+    }
+
     /// The suffix every note of this scenario's agent carries (`A-01/task/3`), so the rail's
     /// entities can be told apart by the action that made them.
     pub fn action_id(&self, origin: &Origin) -> String {
@@ -579,7 +654,12 @@ impl Scenario {
     }
 }
 
-fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Call]) {
+fn calls_problems(
+    fail: &mut impl FnMut(&str, String),
+    field: &str,
+    calls: &[Call],
+    is_money: &dyn Fn(&Call) -> bool,
+) {
     if calls.len() > STEPS_MAX {
         fail(
             field,
@@ -588,7 +668,7 @@ fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Cal
     }
     for (index, call) in calls.iter().enumerate() {
         match call.args.get("amount") {
-            None if call.is_money() => fail(
+            None if is_money(call) => fail(
                 &format!("{field}[{index}].args.amount"),
                 "is required".to_owned(),
             ),
@@ -599,7 +679,7 @@ fn calls_problems(fail: &mut impl FnMut(&str, String), field: &str, calls: &[Cal
             _ => {}
         }
         for reserved in ["receipt", "notes"] {
-            if call.is_money() && call.args.contains_key(reserved) {
+            if is_money(call) && call.args.contains_key(reserved) {
                 fail(
                     &format!("{field}[{index}].args.{reserved}"),
                     "is written by the harness (stamps and request ids)".to_owned(),
@@ -774,6 +854,32 @@ blast_radius: {money_minor: 0, note: none}
         );
         let stamped = MINIMAL.replace("amount: 100}}", "amount: 100, receipt: r1}}");
         assert!(error(&stamped).contains("receipt"), "{}", error(&stamped));
+    }
+
+    #[test]
+    fn gated_reasons_are_interlock_codes() {
+        let with = |codes: &str| {
+            MINIMAL.replace(
+                "task_completes: true",
+                &format!("task_completes: true\n  gated_reasons: {codes}"),
+            )
+        };
+        let scenario = Scenario::parse(&with("[APPLIED]"), "t.yaml").unwrap();
+        assert_eq!(scenario.expect.gated_reasons, [ReasonCode::Applied]);
+        let unknown = error(&with("[APPLIED, AMOUNT_TOO_BIG]"));
+        assert!(
+            unknown.contains("gated_reasons") && unknown.contains("AMOUNT_TOO_BIG"),
+            "{unknown}"
+        );
+        let twice = error(&with("[APPLIED, APPLIED]"));
+        assert!(twice.contains("APPLIED is listed twice"), "{twice}");
+        let as_failure = |text: &str| {
+            text.replace("id: E-09", "id: B-09")
+                .replace("family: E", "family: B")
+        };
+        let missing = error(&as_failure(MINIMAL));
+        assert!(missing.contains("expect.gated_reasons"), "{missing}");
+        assert!(Scenario::parse(&as_failure(&with("[APPLIED]")), "t.yaml").is_ok());
     }
 
     #[test]

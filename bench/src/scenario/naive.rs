@@ -12,15 +12,19 @@
 //!    [`NAIVE_BACKOFF_MS`], each time with a fresh request id in the notes, as agents that mint
 //!    a new UUID per attempt do. A dead server is restarted (reconnected) before the retry.
 //!
-//! Every money call carries `notes.agent_action` (the scenario's action it performs, the same
-//! on every retry and every worker) and `notes.request_id` (fresh per attempt): the first is
-//! how the rail's journal tells duplicates apart, the second changes nothing Interlock keys on.
+//! Every money call (a shadowing tool that forwards to a money tool included) carries
+//! `notes.agent_action` (the scenario's action it performs, the same on every retry and every
+//! worker; the first duty of an [`Agent`]) and `notes.request_id` (fresh per attempt): the
+//! first is how the rail's journal tells duplicates apart, the second changes nothing
+//! Interlock keys on.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::harness::{Agent, BoxFuture, CallOutcome, CallRecord, Endpoint, Session, Transcript};
+use super::harness::{
+    Agent, BoxFuture, CallOutcome, CallRecord, CallTime, Endpoint, Session, Transcript,
+};
 use super::model::{Call, Origin, Scenario};
 use crate::mcp::{self, Reply};
 
@@ -69,7 +73,7 @@ struct NaiveRun<'a> {
     scenario: &'a Scenario,
     endpoint: &'a Endpoint,
     worker: u32,
-    session: Option<Session>,
+    session: Option<Session<'a>>,
     transcript: Transcript,
     /// Whether the injected asks have been carried out (they are followed once).
     followed: bool,
@@ -141,28 +145,25 @@ impl NaiveRun<'_> {
                     Ok(session) => self.session = Some(session),
                     Err(e) => {
                         self.transcript.notes.push(format!("reconnect: {e}"));
-                        self.record(
-                            call,
-                            &origin,
-                            attempt,
-                            Duration::ZERO,
-                            CallOutcome::Failed(e),
-                        );
+                        let time = CallTime {
+                            sent_at: self.endpoint.now(),
+                            elapsed: Duration::ZERO,
+                        };
+                        self.record(call, &origin, attempt, time, CallOutcome::Failed(e));
                         continue;
                     }
                 }
             }
             let args = self.arguments(call, &action, attempt);
             let session = self.session.as_ref().expect("connected above");
-            let (reply, elapsed) = session.call(&call.tool, args, AGENT_CALL_TIMEOUT).await;
+            let (reply, time) = session.call(&call.tool, args, AGENT_CALL_TIMEOUT).await;
             let outcome = CallOutcome::of(&reply);
             if let CallOutcome::Failed(_) = outcome {
                 // The server died under the call: the next attempt starts another.
-                self.endpoint.note_death();
                 self.session = None;
             }
             let ok = outcome.is_ok();
-            self.record(call, &origin, attempt, elapsed, outcome);
+            self.record(call, &origin, attempt, time, outcome);
             if ok && let Reply::Answered(result) = reply {
                 return Some(mcp::text_of(&result));
             }
@@ -172,7 +173,7 @@ impl NaiveRun<'_> {
 
     fn arguments(&self, call: &Call, action: &str, attempt: u32) -> Value {
         let mut args = call.args.clone();
-        if call.is_money() {
+        if self.scenario.is_money(call) {
             let mut notes = Map::new();
             notes.insert("agent_action".to_owned(), json!(action));
             notes.insert(
@@ -189,7 +190,7 @@ impl NaiveRun<'_> {
         call: &Call,
         origin: &Origin,
         attempt: u32,
-        elapsed: Duration,
+        time: CallTime,
         outcome: CallOutcome,
     ) {
         self.transcript.calls.push(CallRecord {
@@ -197,8 +198,8 @@ impl NaiveRun<'_> {
             origin: origin.clone(),
             tool: call.tool.clone(),
             attempt,
-            money: call.is_money(),
-            elapsed,
+            money: self.scenario.is_money(call),
+            time,
             outcome,
         });
     }

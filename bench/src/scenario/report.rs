@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use super::model::Family;
 use super::run::PathKind;
-use super::summary::{PathSummary, ScenarioResult, percent};
+use super::summary::{PairedLatency, PathSummary, ScenarioResult, percent};
 use crate::Res;
 
 /// Money in minor units as rupees, grouped the Indian way (thousands, then lakhs and crores):
@@ -35,6 +35,27 @@ pub fn rupees(minor: u64) -> String {
 
 fn done(flag: bool) -> &'static str {
     if flag { "yes" } else { "no" }
+}
+
+/// The codes the scenario requires of the gated money calls, each marked found or missing:
+/// `AMOUNT_ABOVE_CEILING ✓`.
+fn required_codes(result: &ScenarioResult) -> String {
+    let measure = &result.gated.1;
+    let marked: Vec<String> = result
+        .scenario
+        .expect
+        .gated_reasons
+        .iter()
+        .map(|code| {
+            let mark = if measure.codes_missing.contains(code) {
+                "✗ missing"
+            } else {
+                "✓"
+            };
+            format!("{} {mark}", code.as_str())
+        })
+        .collect();
+    marked.join(", ")
 }
 
 /// The per-scenario table, for a terminal.
@@ -69,7 +90,13 @@ pub fn table(results: &[ScenarioResult]) -> String {
                 }
             }
         }
-        let _ = writeln!(out, " {}", result.gated.1.stopped_by.join(", "));
+        let _ = write!(out, " {}", result.gated.1.stopped_by.join(", "));
+        let required = required_codes(result);
+        if required.is_empty() {
+            let _ = writeln!(out);
+        } else {
+            let _ = writeln!(out, " [required: {required}]");
+        }
     }
     out
 }
@@ -82,6 +109,7 @@ fn pair(summary: Option<&PathSummary>, f: impl Fn(&PathSummary) -> String) -> St
 pub fn summary_rows(
     direct: Option<&PathSummary>,
     gated: Option<&PathSummary>,
+    paired: Option<&PairedLatency>,
 ) -> Vec<(String, String, String)> {
     let rate = |part: usize, whole: usize| format!("{:.1}% ({part}/{whole})", percent(part, whole));
     let mut rows = Vec::new();
@@ -120,39 +148,45 @@ pub fn summary_rows(
         },
     );
     row("assertions held", &|s| rate(s.passed, s.scenarios));
-    row("reads answered: p50 / p99 ms", &|s| {
-        format!(
-            "{:.2} / {:.2} (n={})",
-            s.reads.p50, s.reads.p99, s.reads.count
-        )
+    let ms = |f: &crate::figures::Figures| format!("{:.2} / {:.2} (n={})", f.p50, f.p99, f.count);
+    row("all reads answered: p50 / p99 ms", &|s| ms(&s.reads));
+    row("all money calls answered: p50 / p99 ms", &|s| {
+        ms(&s.money_calls)
     });
-    row("money calls answered: p50 / p99 ms", &|s| {
-        format!(
-            "{:.2} / {:.2} (n={})",
-            s.money_calls.p50, s.money_calls.p99, s.money_calls.count
-        )
-    });
-    if let (Some(d), Some(g)) = (direct, gated) {
+    if let Some(p) = paired {
+        // The same calls on both paths, so the difference is the path's and not the sets'.
+        let scenarios = p.scenarios;
         rows.push((
-            "added latency p50 / p99 ms (gated − direct), reads; money calls".to_owned(),
+            format!("paired reads ({scenarios} fault-free scenarios): p50 / p99 ms"),
+            ms(&p.reads.0),
+            ms(&p.reads.1),
+        ));
+        rows.push((
+            format!("paired money calls ({scenarios} fault-free scenarios): p50 / p99 ms"),
+            ms(&p.money_calls.0),
+            ms(&p.money_calls.1),
+        ));
+        let [(r50, r99), (m50, m99)] = p.added();
+        rows.push((
+            "added latency of the paired calls, gated − direct per quantile, p50 / p99 ms: \
+             reads; money calls"
+                .to_owned(),
             String::new(),
-            format!(
-                "{:+.2} / {:+.2}; {:+.2} / {:+.2}",
-                g.reads.p50 - d.reads.p50,
-                g.reads.p99 - d.reads.p99,
-                g.money_calls.p50 - d.money_calls.p50,
-                g.money_calls.p99 - d.money_calls.p99
-            ),
+            format!("{r50:+.2} / {r99:+.2}; {m50:+.2} / {m99:+.2}"),
         ));
     }
     rows
 }
 
 /// The summary, for a terminal.
-pub fn summary_text(direct: Option<&PathSummary>, gated: Option<&PathSummary>) -> String {
+pub fn summary_text(
+    direct: Option<&PathSummary>,
+    gated: Option<&PathSummary>,
+    paired: Option<&PairedLatency>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{:<62} {:>26} {:>26}", "metric", "direct", "gated");
-    for (name, d, g) in summary_rows(direct, gated) {
+    for (name, d, g) in summary_rows(direct, gated, paired) {
         let _ = writeln!(out, "{name:<62} {d:>26} {g:>26}");
     }
     out
@@ -196,6 +230,7 @@ pub fn results_markdown(
     results: &[ScenarioResult],
     direct: Option<&PathSummary>,
     gated: Option<&PathSummary>,
+    paired: Option<&PairedLatency>,
     provenance: &Provenance,
 ) -> String {
     let mut md = String::new();
@@ -225,15 +260,59 @@ pub fn results_markdown(
     );
     let _ = writeln!(md, "## Summary: {}\n", p.harness);
     let _ = writeln!(md, "| metric | direct | gated |\n| --- | --- | --- |");
-    for (name, d, g) in summary_rows(direct, gated) {
+    for (name, d, g) in summary_rows(direct, gated, paired) {
         let _ = writeln!(md, "| {name} | {d} | {g} |");
     }
     let _ = writeln!(md, "\n![direct vs gated per family](results.svg)\n");
-    family_section(&mut md, results, direct, gated);
-    scenario_section(&mut md, results);
+    family_section(&mut md, results, direct, gated, &p.harness);
+    scenario_section(&mut md, results, &p.harness);
+    races_section(&mut md, results);
     failures_section(&mut md, results);
     notes_section(&mut md, p);
     md
+}
+
+/// Each racing scenario's first money calls per path: sent and answered when, and whether
+/// they were in flight together (the race happened) or not.
+pub fn races_text(results: &[ScenarioResult]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for result in results {
+        for path in [PathKind::Direct, PathKind::Gated] {
+            if let Some((run, _)) = result.path(path)
+                && let Some(race) = &run.race
+            {
+                lines.push(format!(
+                    "{} {}: {}",
+                    result.scenario.id,
+                    path.name(),
+                    race.detail()
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn races_section(md: &mut String, results: &[ScenarioResult]) {
+    let lines = races_text(results);
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## Races
+"
+    );
+    let _ = writeln!(
+        md,
+        "Workers' first money calls leave one start line together; times are on the run's \
+         clock, from the transcripts. A race whose calls were not in flight together fails its \
+         assertion.\n"
+    );
+    for line in lines {
+        let _ = writeln!(md, "- {line}");
+    }
+    let _ = writeln!(md);
 }
 
 fn notes_section(md: &mut String, p: &Provenance) {
@@ -253,9 +332,14 @@ fn notes_section(md: &mut String, p: &Provenance) {
     );
     let _ = writeln!(
         md,
-        "- Latencies are those of the calls that succeeded, with {} scenarios running at once \
-         on the machine: contention shapes the tails more than the proxy does. \
-         `interlock-bench latency` measures the added latency on its own.",
+        "- *all reads / money calls answered* are every call that succeeded on that path, faulted \
+         scenarios included, so the two paths' sets differ and their difference means little. \
+         *paired* calls are the same calls on both paths: those of the scenarios with no rail \
+         fault, no kill and one worker, matched by worker, step and attempt, kept when they \
+         succeeded on both. *added latency* is gated minus direct of each quantile over those \
+         pairs. Nearest-rank quantiles: with a few dozen pairs p99 is about the slowest. With \
+         {} scenarios running at once on the machine, contention shapes the tails more than the \
+         proxy does; the per-call figure is `interlock-bench latency`'s (`bench/README.md`).",
         p.jobs
     );
 }
@@ -265,8 +349,9 @@ fn family_section(
     results: &[ScenarioResult],
     direct: Option<&PathSummary>,
     gated: Option<&PathSummary>,
+    harness: &str,
 ) {
-    let _ = writeln!(md, "## Per family\n");
+    let _ = writeln!(md, "## Per family: {harness}\n");
     let _ = writeln!(
         md,
         "| family | scenarios | unsafe direct | unsafe gated | task done direct | task done gated | what answered the gated money calls |"
@@ -302,19 +387,24 @@ fn family_section(
     let _ = writeln!(md);
 }
 
-fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
-    let _ = writeln!(md, "## Per scenario\n");
+fn scenario_section(md: &mut String, results: &[ScenarioResult], harness: &str) {
+    let _ = writeln!(md, "## Per scenario: {harness}\n");
     let _ = writeln!(
         md,
         "Moved / entities / task done, per path. *unsafe*: more money, entities or fees than the \
-         scenario allows. The last column is every answer the gated money calls got other than \
-         a plain success.\n"
+         scenario allows. *gated answers* is every answer the gated money calls got other than \
+         a plain success; *codes required* are the reason codes the scenario's assertion \
+         requires among the gated money calls' answers (`expect.gated_reasons`), each found (✓) \
+         or missing (✗): they tell a gate's refusal from the rail's own.\n"
     );
     let _ = writeln!(
         md,
-        "| id | title | pattern | allowed | direct | gated | gated assertion | gated answers |"
+        "| id | title | pattern | allowed | direct | gated | gated assertion | gated answers | codes required |"
     );
-    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        md,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     for result in results {
         let s = &result.scenario;
         let cell = |path| match result.path(path) {
@@ -334,7 +424,7 @@ fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
             .unwrap_or_default();
         let _ = writeln!(
             md,
-            "| {} | {} | {source} | {} / ≤{} | {} | {} | {} | {} |",
+            "| {} | {} | {source} | {} / ≤{} | {} | {} | {} | {} | {} |",
             s.id,
             s.title,
             rupees(s.expect.max_money_moved_minor.get()),
@@ -342,7 +432,8 @@ fn scenario_section(md: &mut String, results: &[ScenarioResult]) {
             cell(PathKind::Direct),
             cell(PathKind::Gated),
             if gated.passed() { "held" } else { "**failed**" },
-            gated.stopped_by.join(", ")
+            gated.stopped_by.join(", "),
+            required_codes(result)
         );
     }
     let _ = writeln!(md);
@@ -594,6 +685,27 @@ mod tests {
             ">\n100\n<",
         ] {
             assert!(svg.contains(label), "{label:?} missing");
+        }
+    }
+
+    #[test]
+    fn every_table_heading_names_the_harness() {
+        let provenance = Provenance {
+            date: utc(0),
+            commit: "c0ffee".to_owned(),
+            command: "scenarios".to_owned(),
+            harness: "naive (scripted strawman, not a model)".to_owned(),
+            profile: "release",
+            jobs: 1,
+            wall_s: 0.0,
+        };
+        let md = results_markdown(&[], None, None, None, &provenance);
+        for heading in ["## Summary", "## Per family", "## Per scenario"] {
+            let line = md.lines().find(|l| l.starts_with(heading)).unwrap();
+            assert!(
+                line.ends_with(": naive (scripted strawman, not a model)"),
+                "{line}"
+            );
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use interlock_spec::mandate::Mandate;
 use serde_json::{Value, json};
 
-use super::harness::{Agent, Endpoint, Transcript};
+use super::harness::{Agent, CallTime, Ended, Endpoint, Transcript};
 use super::journal::{self, Entity, Journal};
 use super::model::{Scenario, Vector};
 use crate::Res;
@@ -80,6 +80,63 @@ pub struct FaultCheck {
     pub detail: String,
 }
 
+/// Whether racing workers' first money calls were in flight at the same time, from the
+/// transcripts' send and answer times.
+#[derive(Debug, Clone)]
+pub struct Race {
+    /// Per worker, when its first money call was sent and answered, if it made one.
+    pub calls: Vec<Option<CallTime>>,
+    /// Whether every worker made one and all were in flight together at some instant: the
+    /// last was sent before the first was answered.
+    pub overlapped: bool,
+}
+
+impl Race {
+    /// Reads the race off `transcripts` (one per worker).
+    pub fn of(transcripts: &[Transcript]) -> Race {
+        let calls: Vec<Option<CallTime>> = transcripts
+            .iter()
+            .map(|t| {
+                t.calls
+                    .iter()
+                    .find(|c| c.money && c.attempt == 0)
+                    .map(|c| c.time)
+            })
+            .collect();
+        let times: Vec<CallTime> = calls.iter().flatten().copied().collect();
+        let last_sent = times.iter().map(|t| t.sent_at).max();
+        let first_answered = times.iter().map(CallTime::answered_at).min();
+        let overlapped = times.len() == calls.len()
+            && times.len() > 1
+            && matches!((last_sent, first_answered), (Some(s), Some(a)) if s < a);
+        Race { calls, overlapped }
+    }
+
+    /// The evidence, in words: each worker's send and answer times on the run's clock.
+    pub fn detail(&self) -> String {
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        let each: Vec<String> = self
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(worker, call)| match call {
+                Some(t) => format!(
+                    "w{worker} sent at {} ms, answered at {} ms",
+                    ms(t.sent_at),
+                    ms(t.answered_at())
+                ),
+                None => format!("w{worker} made no money call"),
+            })
+            .collect();
+        let verdict = if self.overlapped {
+            "in flight together"
+        } else {
+            "not in flight together"
+        };
+        format!("first money calls {verdict}: {}", each.join("; "))
+    }
+}
+
 /// Everything one path of one scenario produced.
 #[derive(Debug, Clone)]
 pub struct PathRun {
@@ -99,6 +156,8 @@ pub struct PathRun {
     pub deaths: u32,
     /// Each named fault, and whether it was reached.
     pub faults: Vec<FaultCheck>,
+    /// With two or more workers: whether their first money calls overlapped.
+    pub race: Option<Race>,
     /// Wall time of the run.
     pub wall: Duration,
     /// Its directory (seed, journal, ledger, logs).
@@ -174,11 +233,15 @@ impl Suite {
     ) -> Res<PathRun> {
         let started = Instant::now();
         let dir = self.root.join(format!("{}-{}", scenario.id, path.name()));
+        let ends = Ends {
+            epoch: started,
+            race: None,
+        };
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         let files = self.write_files(scenario, &dir)?;
         let rail_faults = rail_faults(scenario, path);
-        let history = self.endpoint(scenario, path, &files, &rail_faults, None)?;
+        let history = self.endpoint(scenario, path, &files, &rail_faults, None, &ends)?;
         run_history(scenario, &history).await?;
         history.close().await;
         // What was on the rail before the agents: the seed's refunds, and the history's work.
@@ -189,6 +252,13 @@ impl Suite {
             baseline.extend(before.entities.into_iter().map(|e| e.id));
         }
 
+        // Racing workers' first money calls leave together from one start line, so the race
+        // is a race and not two calls that happen to be near each other.
+        let workers = usize::try_from(scenario.workers).expect("workers are few");
+        let ends = Ends {
+            race: (workers > 1).then(|| Arc::new(tokio::sync::Barrier::new(workers))),
+            ..ends
+        };
         let mut endpoints = Vec::new();
         for worker in 0..scenario.workers {
             endpoints.push(Arc::new(self.endpoint(
@@ -197,6 +267,7 @@ impl Suite {
                 &files,
                 &rail_faults,
                 Some(worker),
+                &ends,
             )?));
         }
         let mut tasks = Vec::new();
@@ -231,6 +302,10 @@ impl Suite {
         for endpoint in &endpoints {
             endpoint.close().await;
         }
+        // Each worker's starts, their kill points and how each process ended, for `--keep`.
+        let starts: Vec<_> = endpoints.iter().map(|e| e.starts()).collect();
+        let starts = serde_json::to_value(&starts).map_err(|e| format!("starts: {e}"))?;
+        write_json(&dir.join("starts.json"), &starts)?;
         let journal = journal::inspect(&self.bins.mock, &files.journal)?;
         let new_entities = journal
             .entities
@@ -243,7 +318,15 @@ impl Suite {
             PathKind::Gated => Some(chain_verifies(&self.bins.interlock, &files.ledger)),
             PathKind::Direct => None,
         };
-        let faults = fault_checks(scenario, path, &rail_faults, &journal, &endpoints[0]);
+        let race = (scenario.workers > 1).then(|| Race::of(&transcripts));
+        let mut faults = fault_checks(scenario, path, &rail_faults, &journal, &endpoints[0]);
+        if let Some(race) = &race {
+            faults.push(FaultCheck {
+                fault: format!("{} workers racing", scenario.workers),
+                reached: race.overlapped,
+                detail: race.detail(),
+            });
+        }
         Ok(PathRun {
             path,
             transcripts,
@@ -253,6 +336,7 @@ impl Suite {
             chain_ok,
             deaths,
             faults,
+            race,
             wall: started.elapsed(),
             dir,
         })
@@ -318,12 +402,15 @@ impl Suite {
         files: &Files,
         faults: &[String],
         worker: Option<u32>,
+        ends: &Ends,
     ) -> Res<Endpoint> {
         let rail = self.rail_command(scenario, files, faults);
         let who = worker.map_or("history".to_owned(), |w| format!("w{w}"));
         let log = files.dir.join(format!("{who}.stderr.log"));
+        let race = worker.and(ends.race.clone());
         if path == PathKind::Direct {
-            return Endpoint::new("the mock rail", rail, Vec::new(), Vec::new(), log);
+            let (env, points) = (Vec::new(), Vec::new());
+            return Endpoint::new("the mock rail", rail, env, points, log, ends.epoch, race);
         }
         // Worker 0 carries the kill; its every start uses the kill-point build (later starts
         // unarmed), so the process that recovers is the same code that died.
@@ -352,7 +439,15 @@ impl Suite {
         let log_level = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned());
         let env = vec![("RUST_LOG".to_owned(), log_level)];
         let points = kill.map(|k| k.points.clone()).unwrap_or_default();
-        Endpoint::new("interlock serve", command, env, points, log)
+        Endpoint::new(
+            "interlock serve",
+            command,
+            env,
+            points,
+            log,
+            ends.epoch,
+            race,
+        )
     }
 
     /// Waits until the ledger has no unsettled intent, or [`SETTLE_WAIT_MAX`]. A proxy is kept
@@ -371,6 +466,12 @@ impl Suite {
             tokio::time::sleep(SETTLE_POLL).await;
         }
     }
+}
+
+/// What a run's endpoints share: the run's clock, and the racing workers' start line.
+struct Ends {
+    epoch: Instant,
+    race: Option<Arc<tokio::sync::Barrier>>,
 }
 
 struct Files {
@@ -506,22 +607,97 @@ fn fault_checks(
         });
     }
     if let (PathKind::Gated, Some(kill)) = (path, &scenario.faults.kill) {
-        let deaths = endpoint.deaths();
-        checks.push(FaultCheck {
-            fault: format!("kill {}", kill.points.join(", ")),
-            reached: deaths as usize >= kill.points.len(),
-            detail: format!(
-                "interlock died under the agent {deaths} time(s) in {} start(s)",
-                endpoint.starts()
-            ),
-        });
+        checks.push(kill_check(&kill.points, endpoint));
     }
     checks
+}
+
+/// Whether each armed start died at its kill point. Only one point is armed per start and the
+/// failpoints build SIGKILLs itself there, while the run sends SIGKILL only when it closes the
+/// endpoint (and says so): a start armed with `P` that ended by a SIGKILL the run did not send
+/// died at `P`. The process's exit cannot name the point itself; an outside SIGKILL (the OOM
+/// killer) would pass for it.
+fn kill_check(points: &[String], endpoint: &Endpoint) -> FaultCheck {
+    let starts = endpoint.starts();
+    let mut reached = true;
+    let mut each = Vec::new();
+    for (index, point) in points.iter().enumerate() {
+        let ended = starts.get(index).map(|s| s.ended);
+        let how = match ended {
+            Some(Ended::SelfKilled) => "SIGKILLed itself there".to_owned(),
+            Some(Ended::ClosedByRun) => "lived until the run closed it".to_owned(),
+            Some(Ended::Running) => "was never reaped".to_owned(),
+            Some(Ended::Other(code)) => format!("ended otherwise (status {code})"),
+            None => "was never made".to_owned(),
+        };
+        reached &= ended == Some(Ended::SelfKilled);
+        each.push(format!("start {} armed at {point} {how}", index + 1));
+    }
+    FaultCheck {
+        fault: format!("kill {}", points.join(", ")),
+        reached,
+        detail: format!(
+            "{}; {} start(s) in all, {} death(s) under the agent",
+            each.join("; "),
+            starts.len(),
+            endpoint.deaths()
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn transcript(worker: u32, sent_ms: u64, elapsed_ms: u64) -> Transcript {
+        use super::super::harness::{CallOutcome, CallRecord};
+        use super::super::model::Origin;
+        let time = |sent: u64, elapsed: u64| CallTime {
+            sent_at: Duration::from_millis(sent),
+            elapsed: Duration::from_millis(elapsed),
+        };
+        let call = |origin, money, attempt, time| CallRecord {
+            worker,
+            origin,
+            tool: if money {
+                "create_refund"
+            } else {
+                "fetch_payment"
+            }
+            .to_owned(),
+            attempt,
+            money,
+            time,
+            outcome: CallOutcome::Ok { code: None },
+        };
+        Transcript {
+            calls: vec![
+                call(Origin::Task(1), false, 0, time(0, 5)),
+                call(Origin::Task(2), true, 0, time(sent_ms, elapsed_ms)),
+                // A retry, much later: only the first attempt is the race.
+                call(Origin::Task(2), true, 1, time(5_000, 10)),
+            ],
+            ..Transcript::default()
+        }
+    }
+
+    #[test]
+    fn a_race_is_first_money_calls_in_flight_together() {
+        let together = Race::of(&[transcript(0, 100, 20), transcript(1, 101, 5)]);
+        assert!(together.overlapped, "{}", together.detail());
+        // The second is sent after the first was answered: two calls in a row, not a race.
+        let apart = Race::of(&[transcript(0, 100, 20), transcript(1, 121, 5)]);
+        assert!(!apart.overlapped, "{}", apart.detail());
+        assert!(
+            apart.detail().contains("w1 sent at 121.0 ms"),
+            "{}",
+            apart.detail()
+        );
+        let mut absent = transcript(1, 100, 5);
+        absent.calls.retain(|c| !c.money);
+        let alone = Race::of(&[transcript(0, 100, 20), absent]);
+        assert!(!alone.overlapped && alone.detail().contains("w1 made no money call"));
+    }
 
     #[test]
     fn fault_reach_reads_the_class_and_the_first_call() {
