@@ -101,7 +101,13 @@ fn every_scenario_holds_its_assertion_through_interlock() {
         .iter()
         .filter(|r| !r.gated.1.codes_missing.is_empty())
         .map(|r| {
-            let missing: Vec<&str> = r.gated.1.codes_missing.iter().map(|c| c.as_str()).collect();
+            let missing: Vec<String> = r
+                .gated
+                .1
+                .codes_missing
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             format!("{}: {}", r.scenario.id, missing.join(", "))
         })
         .collect();

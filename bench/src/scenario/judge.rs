@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use interlock_spec::reason::ReasonCode;
 
 use super::harness::CallOutcome;
-use super::model::{Origin, Scenario, Vector};
+use super::model::{Origin, RequiredCode, Scenario, Vector};
 use super::report::rupees;
 use super::run::{PathKind, PathRun};
 use crate::Res;
@@ -50,7 +50,7 @@ pub struct Measure {
     /// path, where nothing sends them).
     pub codes: BTreeSet<ReasonCode>,
     /// Of the scenario's `expect.gated_reasons`, those no gated money call was answered with.
-    pub codes_missing: Vec<ReasonCode>,
+    pub codes_missing: Vec<RequiredCode>,
 }
 
 impl Measure {
@@ -141,13 +141,14 @@ pub fn measure(scenario: &Scenario, run: &PathRun) -> Res<Measure> {
             .expect
             .gated_reasons
             .iter()
-            .copied()
-            .filter(|code| !codes.contains(code))
+            .filter(|required| !required.met_by(&codes))
+            .cloned()
             .collect();
         if !codes_missing.is_empty() {
+            let missing: Vec<String> = codes_missing.iter().map(ToString::to_string).collect();
             failures.push(format!(
                 "no gated money call was answered {} (they were answered: {})",
-                names(&codes_missing),
+                missing.join(", "),
                 if codes.is_empty() {
                     "no Interlock code".to_owned()
                 } else {

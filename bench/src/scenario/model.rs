@@ -304,9 +304,35 @@ pub struct Expect {
     /// Interlock's reason codes that must each appear among the answers to the gated run's
     /// money calls. The bounds above cannot tell a gate's refusal from the rail's own (the mock
     /// refuses a refund above what is left on the payment too), so without these a regressed
-    /// gate could still pass. Required for an attack or failure scenario (A–D).
+    /// gate could still pass. Required for an attack or failure scenario (A–D). An entry may
+    /// name alternatives, `IDEMPOTENT_REPLAY|APPLIED`, where the scenario allows either (a kill
+    /// that lands before or after the rail applied).
     #[serde(default, deserialize_with = "reason_codes")]
-    pub gated_reasons: Vec<ReasonCode>,
+    pub gated_reasons: Vec<RequiredCode>,
+}
+
+/// One entry of `expect.gated_reasons`: one code, or alternatives of which one must appear.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequiredCode(pub Vec<ReasonCode>);
+
+impl RequiredCode {
+    /// Whether one of the alternatives is among `codes`.
+    pub fn met_by(&self, codes: &BTreeSet<ReasonCode>) -> bool {
+        self.0.iter().any(|code| codes.contains(code))
+    }
+}
+
+impl Serialize for RequiredCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl fmt::Display for RequiredCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|code| code.as_str()).collect();
+        f.write_str(&names.join("|"))
+    }
 }
 
 fn yes() -> bool {
@@ -373,17 +399,23 @@ fn strict_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, 
 /// that is not one of [`ReasonCode`]'s, so a misspelt code cannot make a check that never fails.
 fn reason_codes<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
-) -> Result<Vec<ReasonCode>, D::Error> {
+) -> Result<Vec<RequiredCode>, D::Error> {
     let texts = Vec::<String>::deserialize(deserializer)?;
     texts
         .iter()
-        .map(|text| {
-            ReasonCode::parse(text).ok_or_else(|| {
-                serde::de::Error::custom(format!(
-                    "expect.gated_reasons: {text:?} is not one of Interlock's reason codes \
-                     (interlock_spec::reason::ReasonCode)"
-                ))
-            })
+        .map(|entry| {
+            entry
+                .split('|')
+                .map(|text| {
+                    ReasonCode::parse(text).ok_or_else(|| {
+                        serde::de::Error::custom(format!(
+                            "expect.gated_reasons: {text:?} is not one of Interlock's reason \
+                             codes (interlock_spec::reason::ReasonCode)"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(RequiredCode)
         })
         .collect()
 }
@@ -474,12 +506,14 @@ impl Scenario {
             );
         }
         let mut listed = BTreeSet::new();
-        for code in &expect.gated_reasons {
-            if !listed.insert(code) {
-                fail(
-                    "expect.gated_reasons",
-                    format!("{} is listed twice", code.as_str()),
-                );
+        for required in &expect.gated_reasons {
+            for code in &required.0 {
+                if !listed.insert(code) {
+                    fail(
+                        "expect.gated_reasons",
+                        format!("{} is listed twice", code.as_str()),
+                    );
+                }
             }
         }
         if self.family.is_attack() && expect.gated_reasons.is_empty() {
@@ -865,7 +899,17 @@ blast_radius: {money_minor: 0, note: none}
             )
         };
         let scenario = Scenario::parse(&with("[APPLIED]"), "t.yaml").unwrap();
-        assert_eq!(scenario.expect.gated_reasons, [ReasonCode::Applied]);
+        assert_eq!(
+            scenario.expect.gated_reasons,
+            [RequiredCode(vec![ReasonCode::Applied])]
+        );
+        let either = Scenario::parse(&with("[\"IDEMPOTENT_REPLAY|APPLIED\"]"), "t.yaml").unwrap();
+        let required = &either.expect.gated_reasons[0];
+        assert_eq!(required.to_string(), "IDEMPOTENT_REPLAY|APPLIED");
+        assert!(required.met_by(&BTreeSet::from([ReasonCode::Applied])));
+        assert!(!required.met_by(&BTreeSet::from([ReasonCode::OutcomeUnknown])));
+        let half_known = error(&with("[\"APPLIED|APPLID\"]"));
+        assert!(half_known.contains("APPLID"), "{half_known}");
         let unknown = error(&with("[APPLIED, AMOUNT_TOO_BIG]"));
         assert!(
             unknown.contains("gated_reasons") && unknown.contains("AMOUNT_TOO_BIG"),

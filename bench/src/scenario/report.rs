@@ -46,13 +46,13 @@ fn required_codes(result: &ScenarioResult) -> String {
         .expect
         .gated_reasons
         .iter()
-        .map(|code| {
-            let mark = if measure.codes_missing.contains(code) {
+        .map(|required| {
+            let mark = if measure.codes_missing.contains(required) {
                 "✗ missing"
             } else {
                 "✓"
             };
-            format!("{} {mark}", code.as_str())
+            format!("{required} {mark}")
         })
         .collect();
     marked.join(", ")
