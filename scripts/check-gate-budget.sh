@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thin gates: every gate file in engine/src/gates/ (mod.rs, the ladder, excepted) has at most
+# Thin gates: every gate file in driver/src/gates/ (mod.rs, the ladder, excepted) has at most
 # GATE_LINES_MAX lines of code, blank lines and comment lines (// and ///) not counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 GATE_LINES_MAX=120
 status=0
 shopt -s nullglob
-files=(engine/src/gates/*.rs)
+files=(driver/src/gates/*.rs)
 if [ ${#files[@]} -eq 0 ]; then
-  echo "no gate files found under engine/src/gates/" >&2
+  echo "no gate files found under driver/src/gates/" >&2
   exit 1
 fi
 for file in "${files[@]}"; do

@@ -2,6 +2,8 @@
 //! [`Clock`] they were given, so tests, the property runs and the chaos runner decide what
 //! time it is, and a waiting loop in a test costs no real time.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,11 +11,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
-    /// Waits `ms` milliseconds (a manual clock advances itself instead).
-    fn sleep_ms(&self, ms: u64);
+    /// Waits `ms` milliseconds (a manual clock advances itself instead). A future, so that a
+    /// runtime's clock (the proxy's) waits without holding a thread.
+    fn sleep_ms(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
-/// The machine's clock. Used only by binaries; libraries take a `&dyn Clock`.
+/// The machine's clock, for blocking callers: its sleep holds the calling thread. Used only by
+/// binaries (an async binary supplies a clock whose sleep is its runtime's); libraries take a
+/// `&dyn Clock`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
@@ -27,8 +32,9 @@ impl Clock for SystemClock {
             })
     }
 
-    fn sleep_ms(&self, ms: u64) {
+    fn sleep_ms(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         std::thread::sleep(Duration::from_millis(ms));
+        Box::pin(std::future::ready(()))
     }
 }
 
@@ -57,7 +63,8 @@ impl Clock for ManualClock {
         self.now_ms.load(Ordering::SeqCst)
     }
 
-    fn sleep_ms(&self, ms: u64) {
+    fn sleep_ms(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         self.advance(ms);
+        Box::pin(std::future::ready(()))
     }
 }

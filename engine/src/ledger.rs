@@ -7,12 +7,18 @@
 //! audit record, in one `IMMEDIATE` transaction. Nothing else in this crate writes `state`.
 
 use crate::audit;
+use interlock_driver::gates::{Ladder, Usage};
+pub use interlock_driver::plan::{
+    Applied, Change, Commit, Finding, IntentKey, LeaseChange, NewIntent, Refusal,
+};
+use interlock_driver::plan::{Decide, Decided, Expect, IntentView, Judgement};
 use interlock_machine::{Effect, EntityRef, Event, EventKind, Illegal, IntentCore, State, step};
 use interlock_spec::ids::{MerchantId, Sik};
+use interlock_spec::mandate::Mandate;
 use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -35,15 +41,6 @@ pub const WAL_SWITCH_RETRY_DELAY: Duration = Duration::from_millis(20);
 /// How many times a transition is retried after another process moved the intent first (or
 /// the database stayed busy past [`BUSY_TIMEOUT_MS`]).
 pub const APPLY_RETRIES_MAX: u32 = 8;
-
-/// The key of an intent: the primary key of `intents`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IntentKey {
-    /// The rail account.
-    pub merchant_id: MerchantId,
-    /// The semantic idempotency key.
-    pub sik: Sik,
-}
 
 /// Why the ledger refused to open or to write.
 #[derive(Debug, thiserror::Error)]
@@ -100,74 +97,6 @@ pub enum ApplyError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-}
-
-/// What changes beside the core when an event is applied.
-#[derive(Debug, Clone, Default)]
-pub struct Change {
-    /// What to do with the lease.
-    pub lease: LeaseChange,
-    /// Fee and tax the rail charged (outcome events).
-    pub fee_minor: u64,
-    /// Tax on the fee.
-    pub tax_minor: u64,
-    /// The rail's words or the pass's summary, kept with the attempt and the audit record.
-    pub detail: Option<String>,
-    /// A reason to record on the row (gate and operator events).
-    pub reason: Option<(String, String)>,
-    /// The reconcile pass that concluded with this event.
-    pub finding: Option<Finding>,
-    /// More context for the audit record.
-    pub context: Option<Value>,
-}
-
-/// The lease side of a transition.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum LeaseChange {
-    /// Claim it for `owner` until `expires_at`. Refused while another owner's lease is live.
-    Claim {
-        /// The claimant.
-        owner: String,
-        /// When the claim lapses.
-        expires_at: u64,
-    },
-    /// The holder's lease has expired; take the intent back (LEASE_EXPIRED). Refused before.
-    Expire,
-    /// Drop the lease, if any, because the work it guarded is done.
-    #[default]
-    Release,
-}
-
-/// A reconcile pass's record.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    /// The attempt the pass was about.
-    pub attempt_seq: u32,
-    /// `APPLIED`, `CONFIRMED_NOT_APPLIED`, `INCONCLUSIVE` or `QUARANTINED`.
-    pub outcome: &'static str,
-    /// Pages read.
-    pub pages_scanned: u32,
-    /// Whether the last page was read.
-    pub pagination_exhausted: bool,
-    /// Whether the pass began after the rail's lag had passed.
-    pub lag_elapsed: bool,
-    /// The stamped entity found.
-    pub matched_entity_id: Option<String>,
-    /// What the pass saw.
-    pub detail: Value,
-}
-
-/// A committed transition.
-#[derive(Debug, Clone)]
-pub struct Applied {
-    /// The core before.
-    pub from: IntentCore,
-    /// The core after.
-    pub to: IntentCore,
-    /// What the engine must do now that it is durable.
-    pub effect: Effect,
-    /// The audit record written.
-    pub seq: u64,
 }
 
 /// The ledger file and its one connection.
@@ -568,31 +497,6 @@ fn write_finding(
     Ok(())
 }
 
-/// A new intent, as the executor inserts it (in `PROPOSED`) before its gate event.
-#[derive(Debug, Clone)]
-pub struct NewIntent {
-    /// Its key.
-    pub key: IntentKey,
-    /// The upstream tool.
-    pub tool: String,
-    /// `REFUND` or `SETTLEMENT`.
-    pub kind: &'static str,
-    /// The referent's id.
-    pub subject_id: String,
-    /// The amount.
-    pub amount_minor: u64,
-    /// The currency.
-    pub currency: String,
-    /// `reversible` or `irreversible`.
-    pub reversibility: &'static str,
-    /// `interlock_distinct_reason`, verbatim.
-    pub distinct_reason: Option<String>,
-    /// The stamped call every attempt sends.
-    pub call: Value,
-    /// The mandate's hash.
-    pub mandate_hash: String,
-}
-
 /// Inserts `intent` in `PROPOSED` with its audit record. The primary key makes a second insert
 /// of the same key fail: that is I1.
 pub(crate) fn insert_locked(
@@ -602,6 +506,12 @@ pub(crate) fn insert_locked(
 ) -> Result<u64, ApplyError> {
     let seq = audit::next_seq(tx).map_err(|e| ledger_err(tx, e))?;
     let core = IntentCore::proposed(intent.key.sik.clone());
+    let reversibility = if intent.reversible {
+        "reversible"
+    } else {
+        "irreversible"
+    };
+    let call = serde_json::to_value(&intent.call).expect("a rail call serializes");
     tx.exec(
         "INSERT INTO intents (merchant_id, sik, tool, kind, subject_id, amount_minor, currency,
             reversibility, distinct_reason, call_json, state, attempt_seq,
@@ -612,14 +522,14 @@ pub(crate) fn insert_locked(
         params![
             intent.key.merchant_id.as_str(),
             intent.key.sik.as_str(),
-            intent.tool,
-            intent.kind,
+            intent.call.tool.as_str(),
+            intent.kind.as_str(),
             intent.subject_id,
-            intent.amount_minor,
-            intent.currency,
-            intent.reversibility,
+            intent.amount.get(),
+            intent.currency.to_string(),
+            reversibility,
             intent.distinct_reason,
-            intent.call.to_string(),
+            call.to_string(),
             core.state.as_str(),
             intent.mandate_hash,
             seq,
@@ -631,13 +541,13 @@ pub(crate) fn insert_locked(
     let payload = json!({
         "merchant_id": intent.key.merchant_id.as_str(),
         "record": record,
-        "tool": intent.tool,
+        "tool": intent.call.tool.as_str(),
         "subject_id": intent.subject_id,
-        "amount_minor": intent.amount_minor,
-        "currency": intent.currency,
+        "amount_minor": intent.amount.get(),
+        "currency": intent.currency.to_string(),
         "distinct_reason": intent.distinct_reason,
         "mandate_hash": intent.mandate_hash,
-        "call": intent.call,
+        "call": call,
     });
     audit::append(tx, seq, now_ms, "INTENT_PROPOSED", &payload).map_err(|e| ledger_err(tx, e))?;
     Ok(seq)
@@ -718,7 +628,7 @@ pub(crate) fn parse_key(merchant: &str, sik: &str) -> Result<IntentKey, LedgerEr
 
 /// `merchant/sik`, for messages.
 pub fn describe(key: &IntentKey) -> String {
-    format!("{}/{}", key.merchant_id, key.sik)
+    key.describe()
 }
 
 /// An entity reference from an entity id and a stamp text read from the rail.
@@ -892,4 +802,172 @@ impl Cached for Connection {
     fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
         self.prepare_cached(sql)?.execute(params)
     }
+}
+
+impl ApplyError {
+    /// Splits a failed transition into the refusal the driver acts on, or the ledger's own
+    /// failure, which stops the runner.
+    pub fn into_refusal(self) -> Result<Refusal, LedgerError> {
+        match self {
+            ApplyError::Illegal(illegal) => Ok(Refusal::Illegal(illegal)),
+            ApplyError::Lease(why) => Ok(Refusal::Lease(why)),
+            ApplyError::NoSuchIntent(_) => Ok(Refusal::NoSuchIntent),
+            ApplyError::Contended(_) => Ok(Refusal::Contended),
+            ApplyError::Ledger(error) => Err(error),
+        }
+    }
+}
+
+/// A transition's result as the driver takes it: applied or refused. The ledger's own failure
+/// is the outer error.
+pub type Committed<T> = Result<Result<T, Refusal>, LedgerError>;
+
+fn split<T>(result: Result<T, ApplyError>) -> Committed<T> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(error) => error.into_refusal().map(Err),
+    }
+}
+
+impl Ledger {
+    /// Commits one transition the driver asked for ([`Ledger::apply`]).
+    pub fn commit(&self, commit: &Commit, now_ms: u64) -> Committed<Applied> {
+        split(self.apply(&commit.key, &commit.event, now_ms, &commit.change))
+    }
+
+    /// One deciding transaction (`IMMEDIATE`): finds the intent as `plan` expects, reads the
+    /// usage the ladder counts, calls the driver's pure `judge` with it, and writes what the
+    /// judgement says (the intent, its gate event, the decision record), all under one lock, so
+    /// that two concurrent proposals cannot both fit into one window.
+    pub fn decide(
+        &self,
+        plan: &Decide,
+        mandate: &Mandate,
+        mut judge: impl FnMut(&Usage) -> Judgement,
+    ) -> Committed<Decided> {
+        split(self.write(|tx| {
+            let seen = read_row(tx, &plan.key).map_err(|e| self.err(e))?;
+            let expected = match (&plan.expect, &seen) {
+                (Expect::Absent(_), None) => true,
+                (Expect::InState(state), Some(row)) => row.core.state == *state,
+                (Expect::InState(_), None) => {
+                    return Err(ApplyError::NoSuchIntent(describe(&plan.key)));
+                }
+                (Expect::Absent(_), Some(_)) => false,
+            };
+            if !expected {
+                let view = crate::rows::read_intent(tx, &plan.key)
+                    .map_err(|e| self.err(e))?
+                    .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
+                return Ok(Decided::Found(Box::new(view)));
+            }
+            let query = &plan.usage;
+            let exclude = query.exclude_self.then_some(&plan.key);
+            let usage = crate::usage::read(
+                tx,
+                mandate,
+                &query.action,
+                &query.subject_id,
+                query.currency,
+                query.now_ms,
+                exclude,
+            )
+            .map_err(|e| self.err(e))?;
+            match judge(&usage) {
+                Judgement::Refuse { ladder, record } => {
+                    if record {
+                        record_decision(tx, plan, &ladder, "REFUSED").map_err(|e| self.err(e))?;
+                    }
+                    Ok(Decided::Refused(ladder))
+                }
+                Judgement::Apply {
+                    ladder,
+                    event,
+                    change,
+                    record,
+                } => {
+                    let applied = self.apply_judged(tx, plan, &event, &change)?;
+                    if let Some(outcome) = record {
+                        record_decision(tx, plan, &ladder, outcome).map_err(|e| self.err(e))?;
+                    }
+                    Ok(Decided::Applied(applied, ladder))
+                }
+            }
+        }))
+    }
+
+    fn apply_judged(
+        &self,
+        tx: &Transaction<'_>,
+        plan: &Decide,
+        event: &Event,
+        change: &Change,
+    ) -> Result<Applied, ApplyError> {
+        let now = plan.usage.now_ms;
+        if let Expect::Absent(intent) = &plan.expect {
+            assert_eq!(
+                intent.key, plan.key,
+                "a new intent is inserted under its own key"
+            );
+            insert_locked(tx, intent, now)?;
+        }
+        let seen = read_row(tx, &plan.key)
+            .map_err(|e| self.err(e))?
+            .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
+        apply_locked(tx, &plan.key, &seen, event, now, change)?
+            .ok_or_else(|| ApplyError::Contended(describe(&plan.key)))
+    }
+
+    /// The intent under `key` as the driver reads it, or `None`.
+    pub fn read_intent(&self, key: &IntentKey) -> Result<Option<IntentView>, LedgerError> {
+        let conn = self.conn();
+        crate::rows::read_intent(&conn, key).map_err(|e| self.err(e))
+    }
+
+    /// Keys of intents the sweep must look at, oldest first, at most `limit`: a lease that has
+    /// lapsed by `now`, or a reconcile pass due by `now`. With `due_only` false, every intent in
+    /// a lease-holding or reconcile-awaiting state (boot recovery waits for the rest itself).
+    pub fn sweep_candidates(
+        &self,
+        now_ms: u64,
+        due_only: bool,
+        limit: usize,
+    ) -> Result<Vec<IntentKey>, LedgerError> {
+        let conn = self.conn();
+        crate::rows::sweep_candidates(&conn, now_ms, due_only, limit).map_err(|e| self.err(e))
+    }
+}
+
+/// The decision record of one judgement, written in the transaction that made it.
+fn record_decision(
+    tx: &Transaction<'_>,
+    plan: &Decide,
+    ladder: &Ladder,
+    outcome: &str,
+) -> rusqlite::Result<()> {
+    let head: u64 = tx.row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
+        row.get(0)
+    })?;
+    let verdict = serde_json::to_value(ladder.verdict).expect("verdicts serialize");
+    let action = &plan.usage.action;
+    tx.exec(
+        "INSERT INTO decisions (instance_id, merchant_id, sik, agent_id, tool, mandate_hash,
+            verdict, outcome, reason_code, gates_json, decided_at, audit_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            plan.instance_id,
+            action.merchant_id.as_str(),
+            plan.key.sik.as_str(),
+            action.agent_id.as_str(),
+            action.tool.as_str(),
+            plan.mandate_hash,
+            verdict.as_str(),
+            outcome,
+            ladder.deciding().reason_code.as_str(),
+            serde_json::to_string(&ladder.results).expect("gate results serialize"),
+            plan.usage.now_ms,
+            head,
+        ],
+    )?;
+    Ok(())
 }

@@ -1,32 +1,36 @@
-//! Interlock's engine: everything between a parsed money tool call and the rail, with no MCP in
-//! it (the proxy wires it to MCP).
+//! Interlock's engine: the ledger, and the runner that carries out the driver's commands
+//! against it and a rail. It holds no rule of its own: the gates, which event comes next and
+//! what the agent is told are the driver's (`interlock-driver`); what an event does to an
+//! intent is the machine's.
 //!
-//! - [`ledger`]: the SQLite write-ahead ledger and the one function that changes state.
+//! - [`ledger`]: the SQLite write-ahead ledger and the one function that changes state;
+//!   [`rows`]-level typed reads for the driver.
 //! - [`audit`]: the hash-chained audit log and its verifier.
-//! - [`gates`]: G1–G3, G5 (advisory type only), G6, as pure predicates, and the ladder.
-//! - [`executor`]: the exactly-once executor ([`Engine::propose`]).
-//! - [`reconcile`] and [`recovery`]: settling ambiguous outcomes, and boot recovery.
-//! - [`rail`]: the [`Rail`] trait; [`memory_rail`]: a scripted in-memory rail for tests.
-//! - [`usage`]: what G2 and G3 count, from the ledger; [`inspect`]: one intent in full, for operators.
+//! - [`executor`]: the runner of a proposal ([`Engine::propose_async`]), with the chaos kill
+//!   points between its steps; [`reconcile`] and [`recovery`]: the runner of reconcile passes,
+//!   the sweep and boot recovery, and the operator's edges.
+//! - [`memory_rail`]: a scripted in-memory rail for tests and the cost example.
+//! - [`usage`]: what G2 and G3 count, from the ledger; [`inspect`]: one intent in full, for
+//!   operators.
 //! - [`clock`]: time, passed in.
 //!
-//! The engine is synchronous and deterministic given its clock, its rail and its instance id.
-//! Every blocking call is bounded: SQLite by its busy timeout, the rail by its own timeout.
+//! Deterministic given its clock, its rail and its instance id. Every wait is bounded: SQLite
+//! by its busy timeout, the rail by its own timeout.
 
 pub mod audit;
 pub mod clock;
 pub mod executor;
-pub mod gates;
 pub mod inspect;
 pub mod ledger;
 pub mod memory_rail;
-pub mod rail;
 pub mod reconcile;
 pub mod recovery;
+mod rows;
 pub mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use executor::{Answer, Engine, EngineConfig, EngineError, Outcome};
+pub use executor::{Engine, EngineConfig, EngineError};
+pub use interlock_driver::{Answer, Outcome, gates, rail};
 pub use ledger::{IntentKey, Ledger, LedgerError};
 pub use rail::{Rail, RailCall, RailOutcome, Referent};
 

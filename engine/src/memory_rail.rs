@@ -316,8 +316,35 @@ fn outcome_of(entity: &Entity, fee: Minor) -> RailOutcome {
     }
 }
 
+/// The memory rail answers at once: each future is ready when made.
 impl Rail for MemoryRail {
-    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
+    fn resolve(
+        &self,
+        action: &ProposedAction,
+    ) -> impl Future<Output = Result<Referent, RailError>> + Send {
+        std::future::ready(self.resolve_now(action))
+    }
+
+    fn execute(
+        &self,
+        call: &RailCall,
+        timeout_ms: u64,
+    ) -> impl Future<Output = RailOutcome> + Send {
+        std::future::ready(self.execute_now(call, timeout_ms))
+    }
+
+    fn list_page(
+        &self,
+        query: &ListQuery,
+        at: PageAt,
+    ) -> impl Future<Output = Result<ListPage, RailError>> + Send {
+        std::future::ready(self.list_page_now(query, at))
+    }
+}
+
+impl MemoryRail {
+    /// Reads a referent, as [`Rail::resolve`] does.
+    pub fn resolve_now(&self, action: &ProposedAction) -> Result<Referent, RailError> {
         let mut state = self.state();
         if state.resolve_failures > 0 {
             state.resolve_failures -= 1;
@@ -348,7 +375,8 @@ impl Rail for MemoryRail {
         }
     }
 
-    fn execute(&self, call: &RailCall, _timeout_ms: u64) -> RailOutcome {
+    /// Carries out a call, as [`Rail::execute`] does.
+    pub fn execute_now(&self, call: &RailCall, _timeout_ms: u64) -> RailOutcome {
         // In memory, every call answers at once: well within any timeout.
         if let Some(observer) = &self.observer {
             observer(call);
@@ -390,7 +418,8 @@ impl Rail for MemoryRail {
         }
     }
 
-    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
+    /// Reads a page, as [`Rail::list_page`] does.
+    pub fn list_page_now(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
         let mut state = self.state();
         state.lists += 1;
         if state.list_failures > 0 {

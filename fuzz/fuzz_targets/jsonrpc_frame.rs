@@ -233,7 +233,6 @@ fuzz_target!(|data: &[u8]| {
         let ledger = Ledger::open(&db).expect("a fresh ledger");
         let rail = McpRail {
             upstream: upstream.clone(),
-            handle: tokio::runtime::Handle::current(),
         };
         let mut config = EngineConfig::new(format!("fuzz-{run}"));
         config.call_timeout_ms = CALL_TIMEOUT.as_millis() as u64;

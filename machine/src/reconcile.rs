@@ -79,6 +79,11 @@ impl ReconcilePass {
         self.attempt_seq
     }
 
+    /// Whether the reading began after the rail's lag had passed.
+    pub fn lag_elapsed(&self) -> bool {
+        self.lag_elapsed
+    }
+
     /// Pages read so far.
     pub fn pages_read(&self) -> u32 {
         self.pages_read

@@ -104,6 +104,28 @@ impl State {
         )
     }
 
+    /// Rail work is under way on it (a call, or a reconcile pass): a lease is held exactly while
+    /// an intent is in one of these states.
+    pub const fn holds_lease(self) -> bool {
+        matches!(self, State::InFlight | State::Reconciling)
+    }
+
+    /// Its last call's outcome must be verified against the rail by a reconcile pass.
+    pub const fn awaits_reconcile(self) -> bool {
+        matches!(self, State::Unknown | State::FailedTerminal)
+    }
+
+    /// The names of the states for which `predicate` holds, quoted and comma-separated, for a
+    /// SQL `IN (…)` list: state groups in the ledger's SQL come from here, never typed by hand.
+    pub fn sql_list(predicate: fn(State) -> bool) -> String {
+        State::ALL
+            .into_iter()
+            .filter(|state| predicate(*state))
+            .map(|state| format!("'{}'", state.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The money's fate is not proven: only reconciliation or an operator can decide it.
     pub const fn is_ambiguous(self) -> bool {
         matches!(

@@ -9,10 +9,14 @@
 //! holder may stall while another process takes over; the engine may set an intent aside and an
 //! operator resolves it.
 //!
-//! Every change of the ledger's state goes through `interlock_machine::step`: the model holds no
-//! copy of the rules, only the *world around them* (processes, network, rail, agent, operator).
-//! A mutant swaps one piece of that world, or one edge, for a plausible bug; each one must be
-//! caught by a property.
+//! Every decision a process takes is taken by **the driver that ships** (`interlock-driver`): a
+//! serving process holds a [`Proposal`] and carries out its commands, a reconciling one a
+//! [`Pass`], and recovery and the background reconciler ask the [`Sweep`]. Every change of the
+//! ledger's state goes through `interlock_machine::step`. The model holds no copy of either, only
+//! the *world around them* (processes, network, rail, agent, operator) and a ledger that commits
+//! what the driver asks, as the SQLite ledger does. A mutant swaps one piece of that world, one
+//! edge, or one decision of the driver (a [`Flaw`] planted in it) for a plausible bug; each one
+//! must be caught by a property.
 //!
 //! ## What is durable, what is volatile, what is ghost
 //! - durable: the intent row (`ledger`) and its audit records (the `Inserted`/`Transition` entries
@@ -27,14 +31,30 @@
 //! wire, and it makes every entity visible in lists. A rail slower than that delay breaks the
 //! assumption, and the proof with it; the `IgnoreLag` mutant shows what the assumption buys.
 //! A2: no stall between a sender's lease re-check and its call leaving (they are one action here).
+//!
+//! ## Time
+//! The driver is handed one `now` throughout ([`NOW_MS`]); the model's actions, not a clock,
+//! decide when a lease has lapsed (a crashed or stalled holder) and when the rail's lag has
+//! passed (A1: once nothing of ours is on the wire). The views it hands the driver say so: a lease
+//! that may be taken back ends before `now`, an attempt whose lag has passed ended long before it.
 //! A3: an operator's "not applied" counts only with `lag_elapsed`, which by A1 means an empty wire.
 
-use interlock_machine::invariants::{self, RailEntity, Record};
-use interlock_machine::{
-    EntityRef, Event, Illegal, IntentCore, PassProgress, ReconcilePass, State, Step, step,
+use interlock_driver::gates::{LiveTool, Usage};
+use interlock_driver::rail::{ListPage, PaymentReferent, RailError, Referent};
+use interlock_driver::{
+    Answer, AttemptView, Command, Commit, Context, Decide, Decided, DriverConfig, Expect, Flaw,
+    IntentKey, IntentView, Judgement, LeaseChange, Outcome, Pass, PassCommand, Proposal, RailCall,
+    Refusal, Sweep, SweepStep,
 };
+use interlock_machine::invariants::{self, RailEntity, Record};
+use interlock_machine::{EntityRef, Event, Illegal, IntentCore, State, Step, step};
+use interlock_spec::action::{ActionKind, ProposedAction};
 use interlock_spec::ids::Sik;
+use interlock_spec::mandate::Mandate;
+use interlock_spec::money::{Currency, Minor};
+use serde_json::Map;
 use stateright::{Model, Property};
+use std::sync::OnceLock;
 
 /// Process ids: small integers, an index into `World::procs`.
 pub type ProcId = usize;
@@ -48,9 +68,84 @@ pub const PAYMENT_MINOR: u64 = 2 * REFUND_MINOR;
 /// Entities per list page: the rail's own size, small so that ours lands on a later page.
 pub const PAGE_SIZE: usize = 1;
 
-/// The key of the refund the agent keeps proposing.
+/// The one `now` the driver is handed (inside the model mandate's validity).
+pub const NOW_MS: u64 = 1_800_000_000_000;
+
+/// The mandate the model's proposals are judged under: the repository's example mandate.
+pub fn mandate() -> &'static Mandate {
+    static MANDATE: OnceLock<Mandate> = OnceLock::new();
+    MANDATE.get_or_init(|| {
+        let mandate = Mandate::parse_yaml(include_str!("../../examples/mandate.yaml"))
+            .expect("the example mandate parses");
+        mandate.validate().expect("the example mandate validates");
+        mandate
+    })
+}
+
+fn mandate_hash() -> &'static str {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| mandate().hash().expect("the example mandate hashes"))
+}
+
+/// The live definition of `create_refund`, as pinned in the example mandate.
+fn live_tool() -> LiveTool {
+    let provenance = mandate().provenance.as_ref().expect("pinned");
+    let tool = interlock_spec::ids::ToolName::parse("create_refund").expect("a tool name");
+    LiveTool {
+        server_id: provenance.server_id.clone(),
+        sha256: Ok(provenance.pinned_manifests[&tool].sha256.clone()),
+    }
+}
+
+/// The refund the agent keeps proposing.
+pub fn our_action() -> ProposedAction {
+    let mandate = mandate();
+    ProposedAction {
+        agent_id: mandate.agent_id.clone(),
+        merchant_id: mandate.merchant_id.clone(),
+        tool: interlock_spec::ids::ToolName::parse("create_refund").expect("a tool name"),
+        kind: ActionKind::Refund,
+        payment_hint: Some(PAYMENT_ID.to_owned()),
+        amount: Minor::new(REFUND_MINOR).expect("an amount"),
+        distinct: None,
+        passthrough: Map::new(),
+    }
+}
+
+/// The payment the refund is about.
+pub const PAYMENT_ID: &str = "pay_model";
+
+/// The key of the refund the agent keeps proposing, as the driver computes it.
 pub fn our_sik() -> Sik {
-    Sik::parse("MODELMODELMODELMODELMODELMODEL22").expect("well-formed")
+    static SIK: OnceLock<Sik> = OnceLock::new();
+    SIK.get_or_init(|| {
+        let config = DriverConfig::new("model");
+        let context = Context {
+            mandate: mandate(),
+            mandate_hash: mandate_hash(),
+            config: &config,
+        };
+        let mut proposal = Proposal::new(context, NOW_MS, our_action(), Some(live_tool()));
+        let _ = proposal.poll_command();
+        proposal.handle_referent(context, NOW_MS, Ok(referent()));
+        match proposal.poll_command() {
+            Some(Command::Decide(plan)) => plan.key.sik,
+            other => panic!("the model's refund is decided, got {other:?}"),
+        }
+    })
+    .clone()
+}
+
+/// The payment as the rail reports it: someone else's refund is already on it.
+fn referent() -> Referent {
+    Referent::Payment(PaymentReferent {
+        id: PAYMENT_ID.to_owned(),
+        amount: Minor::new(PAYMENT_MINOR).expect("an amount"),
+        amount_refunded: Minor::new(REFUND_MINOR).expect("an amount"),
+        currency: Currency::parse("INR").expect("a currency"),
+        captured: true,
+        order: None,
+    })
 }
 
 /// The stamp of a refund someone else made on the same payment, for the same amount.
@@ -58,7 +153,8 @@ pub fn other_sik() -> Sik {
     Sik::parse("OTHEROTHEROTHEROTHEROTHEROTHER22").expect("well-formed")
 }
 
-/// A plausible bug planted in the protocol. Each must make some property fail.
+/// A plausible bug planted in the protocol: in the world around the driver, in the machine's
+/// edges, or in the driver itself. Each must make some property fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutant {
     /// A timed-out intent is retried at once: `UNKNOWN → AUTHORIZED` allowed.
@@ -83,11 +179,15 @@ pub enum Mutant {
     RejectionIsFinal,
     /// The reference's edge: `FAILED_TERMINAL --REOPENED--> AUTHORIZED`, no proof of absence.
     ReopenRejectedDirectly,
+    /// The driver tells the agent APPLIED before the outcome is committed.
+    AnswerBeforeCommit,
+    /// The driver re-sends a call that timed out, at once.
+    ResendAfterTimeout,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 11] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::UnknownToAuthorized,
         Mutant::AbsentFromPageOne,
         Mutant::IgnoreLag,
@@ -99,7 +199,28 @@ impl Mutant {
         Mutant::SendWithoutRecheck,
         Mutant::RejectionIsFinal,
         Mutant::ReopenRejectedDirectly,
+        Mutant::AnswerBeforeCommit,
+        Mutant::ResendAfterTimeout,
     ];
+
+    /// The flaw this mutant plants in the driver, if it is (or needs) one.
+    pub fn flaw(self) -> Option<Flaw> {
+        match self {
+            Mutant::UnknownToAuthorized => Some(Flaw::RetryUnknown),
+            Mutant::ReopenRejectedDirectly => Some(Flaw::ReopenRejected),
+            Mutant::AbsentFromPageOne => Some(Flaw::AbsentFromPageOne),
+            Mutant::CallBeforeWal => Some(Flaw::CallBeforeWal),
+            Mutant::ForgetUnknown => Some(Flaw::ForgetUnknown),
+            Mutant::SendWithoutRecheck => Some(Flaw::SendWithoutRecheck),
+            Mutant::RejectionIsFinal => Some(Flaw::RejectionIsFinal),
+            Mutant::AnswerBeforeCommit => Some(Flaw::AnswerBeforeCommit),
+            Mutant::ResendAfterTimeout => Some(Flaw::ResendAfterTimeout),
+            Mutant::IgnoreLag
+            | Mutant::MatchByAmount
+            | Mutant::AcceptReplay
+            | Mutant::OperatorIgnoresLag => None,
+        }
+    }
 }
 
 /// The bounds of one exhaustive check.
@@ -199,38 +320,30 @@ impl Config {
 /// What a process is doing. Lost on a crash.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Proc {
-    /// Alive, serving no agent call; its background reconciler may pick up `UNKNOWN` intents.
+    /// Alive, serving no agent call; its background reconciler may pick up unsettled intents.
     Idle,
-    /// Serving an agent's call; `fresh` until its first ledger write.
-    Serving {
-        /// The call has not yet written anything.
-        fresh: bool,
-    },
-    /// `IN_FLIGHT` is committed; the call is about to leave (`CallBeforeWal`: it already left).
-    Sending {
-        /// The attempt.
-        attempt_seq: u32,
-    },
-    /// Waiting for the rail's reply.
+    /// Serving an agent's call: the driver's proposal, with its next command queued.
+    Serving(Box<Proposal>),
+    /// The proposal's call is on the wire; waiting for the rail's reply.
     Calling {
-        /// The attempt.
+        /// The proposal.
+        proposal: Box<Proposal>,
+        /// The attempt on the wire.
         attempt_seq: u32,
     },
-    /// Holds a reply not yet committed.
+    /// Holds a reply the proposal has not yet been handed.
     Replied {
-        /// The attempt.
-        attempt_seq: u32,
+        /// The proposal.
+        proposal: Box<Proposal>,
         /// What came back.
         reply: Reply,
     },
-    /// Running a reconcile pass; `pass` is `None` until the lag has been waited out.
+    /// Running a reconcile pass: the driver's pass, reading once the lag has been waited out.
     Reconciling {
-        /// The attempt the pass was started for.
-        attempt_seq: u32,
-        /// The pass, once reading.
-        pass: Option<ReconcilePass>,
-        /// An agent call waits on this process (so proven absence is retried at once).
-        serving: bool,
+        /// The pass, with its next command queued.
+        pass: Box<Pass>,
+        /// Whether the rail's lag has been waited out.
+        waited: bool,
     },
     /// Killed.
     Down,
@@ -291,12 +404,15 @@ pub enum RailOutcome {
 pub struct World {
     /// The durable intent row (`None` before the first proposal is recorded).
     pub ledger: Option<IntentCore>,
-    /// The durable lease column: which process holds the in-flight attempt or reconcile pass.
-    pub lease: Option<ProcId>,
+    /// The durable lease column: which process (and which start of it) holds the intent.
+    pub lease: Option<(ProcId, u8)>,
     /// Ledger records and rail-call observations, in order.
     pub history: Vec<Record>,
     /// Each process's volatile state.
     pub procs: Vec<Proc>,
+    /// Each process's start count: its lease-owner name changes with every start, as the
+    /// proxy's instance id does.
+    pub starts: Vec<u8>,
     /// The rail's journal: entity 0 is the pre-existing refund of someone else.
     pub entities: Vec<Entity>,
     /// Calls on the wire.
@@ -317,10 +433,12 @@ pub struct World {
     pub quarantines_left: u8,
     /// Stalls left.
     pub stalls_left: u8,
-    /// Ghost: `step` refused a reply as not carrying our stamp.
+    /// Ghost: a reply without our stamp was committed as ambiguous, not as ours.
     pub foreign_refused: bool,
     /// Ghost: `step` refused an outcome or conclusion for an earlier attempt.
     pub stale_refused: bool,
+    /// Ghost: an agent was told APPLIED while the ledger did not yet say so.
+    pub premature_applied: bool,
 }
 
 /// The model's actions. Each is one atomic step of one participant.
@@ -328,17 +446,16 @@ pub struct World {
 pub enum Action {
     /// The agent proposes the refund to a process (a fresh request id each time).
     Propose(ProcId),
-    /// A serving process takes its next ledger step (insert, gates, attempt, reopen, answer).
+    /// A serving process carries out its proposal's next commands, up to one ledger write or
+    /// one send.
     Drive(ProcId),
-    /// The call leaves the process.
-    Send(ProcId),
     /// The rail processes the call at this position of the wire.
     Rail(usize, RailOutcome),
     /// The process gives up waiting: ambiguous, while the call may still be on the wire.
     Timeout(ProcId),
-    /// The process commits the reply it holds.
+    /// The process hands the reply it holds to its proposal, and carries out what follows.
     Commit(ProcId),
-    /// An idle process's background reconciler starts a pass on an `UNKNOWN` intent.
+    /// An idle process's background reconciler starts a pass the sweep says is due.
     Background(ProcId),
     /// The pass waits out the rail's lag before reading.
     WaitLag(ProcId),
@@ -350,13 +467,13 @@ pub enum Action {
     Crash(ProcId),
     /// A killed process is started again.
     Restart(ProcId),
-    /// Boot recovery: takes over an in-flight or reconciling intent, then serves.
+    /// Boot recovery: the sweep takes back a lease whose holder is gone, then the process serves.
     Recover(ProcId),
     /// An operator, reading the rail's dashboard, resolves a quarantined intent.
     Operator,
-    /// The engine sets an `UNKNOWN` intent aside for an operator.
+    /// An operator sets an `UNKNOWN` intent aside.
     Quarantine,
-    /// An idle process takes over an intent whose lease holder has stalled past its lease.
+    /// An idle process's sweep takes over an intent whose lease holder stalled past its lease.
     TakeOver(ProcId),
 }
 
@@ -367,9 +484,26 @@ pub struct Protocol {
     pub config: Config,
 }
 
+/// The driver's configuration for process `p` in its `start`-th life.
+fn driver_config(p: ProcId, start: u8) -> DriverConfig {
+    DriverConfig::new(format!("p{p}s{start}"))
+}
+
+/// A lease that ends long after `now` (a live holder's) and one that has ended (a gone one's).
+const LEASE_LIVE_UNTIL: u64 = NOW_MS + 3_600_000;
+const LEASE_LAPSED_AT: u64 = NOW_MS - 1;
+
 impl Protocol {
     fn mutant(&self, mutant: Mutant) -> bool {
         self.config.mutant == Some(mutant)
+    }
+
+    fn flaw(&self) -> Option<Flaw> {
+        self.config.mutant.and_then(Mutant::flaw)
+    }
+
+    fn sweep(&self) -> Sweep {
+        Sweep::with_flaw(self.flaw())
     }
 
     /// `machine::step`, except for the edge a mutant adds.
@@ -391,63 +525,162 @@ impl Protocol {
         step(core, event)
     }
 
-    /// Applies `event` to the ledger as one transaction with its audit record; `false` if refused.
-    fn apply(&self, world: &mut World, event: Event) -> bool {
-        self.try_apply(world, event).is_ok()
+    /// Whether the lease holder is still alive and working on what the lease covers. Timing
+    /// assumption: a live holder sends its call and times out before its lease expires (the
+    /// driver re-checks the lease just before sending and keeps the call timeout under the TTL);
+    /// so only a holder that crashed since (or never held) can have its lease expired.
+    fn lease_is_live(&self, world: &World) -> bool {
+        let (Some((holder, start)), Some(core)) = (world.lease, world.ledger.as_ref()) else {
+            return false;
+        };
+        if world.starts[holder] != start {
+            return false;
+        }
+        matches!(
+            (&world.procs[holder], core.state),
+            (
+                Proc::Serving(_) | Proc::Calling { .. } | Proc::Replied { .. },
+                State::InFlight
+            ) | (Proc::Reconciling { .. }, State::Reconciling)
+        )
     }
 
-    /// [`Protocol::apply`], keeping `step`'s refusal; a refusal for an earlier attempt is noted
-    /// in the ghost `stale_refused`, so the model shows that guard carrying load.
-    fn try_apply(&self, world: &mut World, event: Event) -> Result<(), Illegal> {
-        let core = world
-            .ledger
-            .clone()
-            .expect("only an inserted intent is stepped");
-        let next = self.step(&core, &event).inspect_err(|refusal| {
+    /// The intent as the ledger would show it to the driver of process `p`. `lease_lapsed`: the
+    /// model has decided the lease may be taken back (its holder is gone or stalled).
+    fn view(&self, world: &World, lease_lapsed: bool) -> Option<IntentView> {
+        let core = world.ledger.clone()?;
+        let (lease_owner, lease_expires_at) = match world.lease {
+            Some((holder, start)) => (
+                Some(driver_config(holder, start).instance_id),
+                Some(if lease_lapsed || !self.lease_is_live(world) {
+                    LEASE_LAPSED_AT
+                } else {
+                    LEASE_LIVE_UNTIL
+                }),
+            ),
+            None => (None, None),
+        };
+        // A1: once nothing of ours is on the wire, the rail's lag has passed since the attempt
+        // ended; before, it has not (the operator's evidence reads this).
+        let lag_passed = world.wire.is_empty() || self.mutant(Mutant::OperatorIgnoresLag);
+        let ended = if lag_passed { 0 } else { NOW_MS };
+        let attempt = (core.attempt_seq > 0).then_some(AttemptView {
+            started_at: 0,
+            finished_at: Some(ended),
+            outcome: None,
+            detail: None,
+        });
+        Some(IntentView {
+            key: our_key(),
+            core,
+            lease_owner,
+            lease_expires_at,
+            reconcile_not_before: Some(0),
+            reason: String::new(),
+            call: our_call(),
+            distinct_reason: None,
+            mandate_hash: mandate_hash().to_owned(),
+            attempt,
+        })
+    }
+
+    /// Commits `commit` for process `p` as the ledger does: the machine's step, the lease rule,
+    /// one audit record. `expire_allowed`: the model has decided the lease has lapsed.
+    fn commit(
+        &self,
+        world: &mut World,
+        p: ProcId,
+        commit: &Commit,
+        expire_allowed: bool,
+    ) -> Result<interlock_driver::Applied, Refusal> {
+        let Some(core) = world.ledger.clone() else {
+            return Err(Refusal::NoSuchIntent);
+        };
+        let owner = (p, world.starts[p]);
+        let lease = match &commit.change.lease {
+            LeaseChange::Claim { .. } => {
+                if world.lease.is_some_and(|held| held != owner) && self.lease_is_live(world) {
+                    return Err(Refusal::Lease("held by a live process".into()));
+                }
+                Some(owner)
+            }
+            LeaseChange::Expire if !expire_allowed && self.lease_is_live(world) => {
+                return Err(Refusal::Lease("not expired".into()));
+            }
+            LeaseChange::Expire | LeaseChange::Release => None,
+        };
+        let stepped = self.step(&core, &commit.event).map_err(|refusal| {
             if matches!(refusal, Illegal::StaleAttempt { .. }) {
                 world.stale_refused = true;
             }
+            Refusal::Illegal(refusal)
         })?;
+        if !stepped.next.state.holds_lease() && lease.is_some() {
+            return Err(Refusal::Lease("no lease outside rail work".into()));
+        }
         let seq = ledger_records(&world.history) + 1;
         world.history.push(Record::Transition {
             seq,
-            from: core,
-            event,
-            to: next.next.clone(),
-            effect: next.effect,
+            from: core.clone(),
+            event: commit.event.clone(),
+            to: stepped.next.clone(),
+            effect: stepped.effect,
         });
-        world.ledger = Some(next.next);
-        world.lease = None;
-        Ok(())
+        world.ledger = Some(stepped.next.clone());
+        world.lease = lease;
+        Ok(interlock_driver::Applied {
+            from: core,
+            to: stepped.next,
+            effect: stepped.effect,
+            seq,
+        })
     }
 
-    /// [`Protocol::apply`] for a step that takes the lease (`ATTEMPT_STARTED`, `RECONCILE_STARTED`),
-    /// written in the same transaction.
-    fn apply_leased(&self, world: &mut World, event: Event, holder: ProcId) -> bool {
-        let applied = self.apply(world, event);
-        if applied {
-            world.lease = Some(holder);
-        }
-        applied
-    }
-
-    /// Whether the lease holder is still alive and working on what the lease covers. Timing
-    /// assumption: a live holder sends its call and times out before its lease expires (the
-    /// engine re-checks the lease just before sending and keeps the call timeout under the TTL);
-    /// so only a holder that crashed since (or never held) can have its lease expired.
-    fn lease_is_live(&self, world: &World) -> bool {
-        let (Some(holder), Some(core)) = (world.lease, world.ledger.as_ref()) else {
-            return false;
+    /// One deciding transaction, as the ledger runs it.
+    fn decide(
+        &self,
+        world: &mut World,
+        p: ProcId,
+        plan: &Decide,
+        proposal: &Proposal,
+    ) -> Result<Decided, Refusal> {
+        let expected = match (&plan.expect, &world.ledger) {
+            (Expect::Absent(_), None) => true,
+            (Expect::InState(state), Some(core)) => core.state == *state,
+            (Expect::InState(_), None) => return Err(Refusal::NoSuchIntent),
+            (Expect::Absent(_), Some(_)) => false,
         };
-        match (&world.procs[holder], core.state) {
-            (
-                Proc::Sending { attempt_seq }
-                | Proc::Calling { attempt_seq }
-                | Proc::Replied { attempt_seq, .. },
-                State::InFlight,
-            ) => *attempt_seq == core.attempt_seq,
-            (Proc::Reconciling { .. }, State::Reconciling) => true,
-            _ => false,
+        if !expected {
+            let view = self.view(world, false).expect("an intent is there");
+            return Ok(Decided::Found(Box::new(view)));
+        }
+        let config = driver_config(p, world.starts[p]);
+        // One refund on one payment: nothing else counts against it.
+        match proposal.judge(context(&config), NOW_MS, &Usage::default()) {
+            Judgement::Refuse { ladder, .. } => Ok(Decided::Refused(ladder)),
+            Judgement::Apply {
+                ladder,
+                event,
+                change,
+                ..
+            } => {
+                if let Expect::Absent(intent) = &plan.expect {
+                    let seq = ledger_records(&world.history) + 1;
+                    let core = IntentCore::proposed(intent.key.sik.clone());
+                    world.history.push(Record::Inserted {
+                        seq,
+                        core: core.clone(),
+                    });
+                    world.ledger = Some(core);
+                }
+                let commit = Commit {
+                    key: plan.key.clone(),
+                    event,
+                    change,
+                };
+                let applied = self.commit(world, p, &commit, false)?;
+                Ok(Decided::Applied(applied, ladder))
+            }
         }
     }
 
@@ -460,15 +693,32 @@ impl Protocol {
     }
 }
 
+fn context(config: &DriverConfig) -> Context<'_> {
+    Context {
+        mandate: mandate(),
+        mandate_hash: mandate_hash(),
+        config,
+    }
+}
+
+/// The refund's key.
+pub fn our_key() -> IntentKey {
+    IntentKey {
+        merchant_id: mandate().merchant_id.clone(),
+        sik: our_sik(),
+    }
+}
+
+/// The stamped call every attempt of the refund sends.
+fn our_call() -> RailCall {
+    RailCall::stamped(&our_action(), &referent(), &our_sik())
+}
+
 fn ledger_records(history: &[Record]) -> u64 {
     history
         .iter()
         .filter(|r| !matches!(r, Record::RailCall { .. }))
         .count() as u64
-}
-
-fn attempt_of(world: &World) -> u32 {
-    world.ledger.as_ref().map_or(0, |core| core.attempt_seq)
 }
 
 fn state_of(world: &World) -> Option<State> {
@@ -507,7 +757,6 @@ impl World {
 pub fn entity_name(id: EntityId) -> String {
     format!("rfnd_{id}")
 }
-
 impl Model for Protocol {
     type State = World;
     type Action = Action;
@@ -524,6 +773,7 @@ impl Model for Protocol {
             lease: None,
             history: Vec::new(),
             procs: vec![Proc::Idle; c.procs],
+            starts: vec![0; c.procs],
             entities: vec![theirs],
             wire: Vec::new(),
             proposals_left: c.proposals,
@@ -536,6 +786,7 @@ impl Model for Protocol {
             stalls_left: c.stalls,
             foreign_refused: false,
             stale_refused: false,
+            premature_applied: false,
         }]
     }
 
@@ -572,6 +823,9 @@ impl Model for Protocol {
             }),
             Property::<Self>::always("never two", |_, w| {
                 invariants::never_two(&w.rail_entities()).is_ok()
+            }),
+            Property::<Self>::always("no APPLIED answer before the outcome is durable", |_, w| {
+                !w.premature_applied
             }),
             Property::<Self>::always("no phantom success", |_, w| {
                 invariants::no_phantom_success(w.ledger.iter(), &w.rail_entities()).is_ok()
@@ -660,14 +914,14 @@ impl Model for Protocol {
 }
 
 /// Lists the entities a pass sees on `page` (visible ones only, in journal order), as the
-/// process reports them to the machine's pass; and whether the page is the last.
-pub fn list_page(model: &Protocol, world: &World, page: usize) -> (Vec<EntityRef>, bool) {
+/// adapter reports them to the driver; the last page is the first empty one.
+pub fn list_page(model: &Protocol, world: &World, skip: usize) -> ListPage {
     let visible: Vec<EntityId> = (0..world.entities.len())
         .filter(|&id| world.entities[id].visible)
         .collect();
-    let start = page * PAGE_SIZE;
+    let start = skip.min(visible.len());
     let end = (start + PAGE_SIZE).min(visible.len());
-    let refs = visible[start.min(end)..end]
+    let entities = visible[start..end]
         .iter()
         .map(|&id| {
             let entity = &world.entities[id];
@@ -682,31 +936,10 @@ pub fn list_page(model: &Protocol, world: &World, page: usize) -> (Vec<EntityRef
                 stamp: Some(stamp),
             }
         })
-        .collect();
-    (refs, end >= visible.len())
-}
-
-/// The pass's next conclusion after reading a page, if it has one.
-pub fn after_page(
-    model: &Protocol,
-    pass: &mut ReconcilePass,
-    page: &[EntityRef],
-    last: bool,
-) -> Option<Event> {
-    let progress = pass.observe_page(page, last);
-    let first_page_says_absent = model.mutant(Mutant::AbsentFromPageOne)
-        && pass.pages_read() == 1
-        && !page.iter().any(|e| e.stamp.as_ref() == Some(&our_sik()));
-    if first_page_says_absent {
-        return Some(Event::ReconcileConfirmedAbsent {
-            attempt_seq: pass.attempt_seq(),
-            pagination_exhausted: true,
-            lag_elapsed: true,
-        });
-    }
-    match progress {
-        PassProgress::NextPage => None,
-        PassProgress::Conclude => Some(pass.clone().conclude()),
+        .collect::<Vec<_>>();
+    ListPage {
+        is_last: end >= visible.len(),
+        entities,
     }
 }
 
@@ -714,37 +947,19 @@ impl Protocol {
     fn enabled(&self, world: &World, actions: &mut Vec<Action>) {
         for (p, proc) in world.procs.iter().enumerate() {
             match proc {
-                Proc::Idle => {
-                    if world.proposals_left > 0 {
-                        actions.push(Action::Propose(p));
-                    }
-                    // The background reconciler verifies ambiguous outcomes and refusals alike.
-                    let state = state_of(world);
-                    let unknown =
-                        state == Some(State::Unknown) && !self.mutant(Mutant::ForgetUnknown);
-                    let refused = state == Some(State::FailedTerminal)
-                        && !self.mutant(Mutant::RejectionIsFinal);
-                    if unknown || refused {
-                        actions.push(Action::Background(p));
-                    }
-                    let stalled_holder = world.lease.is_some_and(|holder| holder != p);
-                    if world.stalls_left > 0 && stalled_holder && self.lease_is_live(world) {
-                        actions.push(Action::TakeOver(p));
-                    }
-                }
-                Proc::Serving { .. } => actions.push(Action::Drive(p)),
-                Proc::Sending { .. } => actions.push(Action::Send(p)),
+                Proc::Idle => self.idle_actions(world, p, actions),
+                Proc::Serving(_) => actions.push(Action::Drive(p)),
                 Proc::Calling { .. } if world.ambiguous_left > 0 => {
                     actions.push(Action::Timeout(p))
                 }
                 Proc::Calling { .. } => {}
                 Proc::Replied { .. } => actions.push(Action::Commit(p)),
-                Proc::Reconciling { pass: None, .. } => {
+                Proc::Reconciling { waited: false, .. } => {
                     if world.wire.is_empty() || self.mutant(Mutant::IgnoreLag) {
                         actions.push(Action::WaitLag(p));
                     }
                 }
-                Proc::Reconciling { pass: Some(_), .. } => {
+                Proc::Reconciling { waited: true, .. } => {
                     actions.push(Action::ReadPage(p));
                     if world.list_failures_left > 0 {
                         actions.push(Action::ListFails(p));
@@ -781,39 +996,52 @@ impl Protocol {
         }
     }
 
+    fn idle_actions(&self, world: &World, p: ProcId, actions: &mut Vec<Action>) {
+        if world.proposals_left > 0 {
+            actions.push(Action::Propose(p));
+        }
+        // The background reconciler does what the sweep says is due.
+        if let Some(view) = self.view(world, false)
+            && self.sweep().next_step(NOW_MS, &view) == SweepStep::Reconcile
+        {
+            actions.push(Action::Background(p));
+        }
+        let stalled_holder = world.lease.is_some_and(|(holder, _)| holder != p);
+        if world.stalls_left > 0 && stalled_holder && self.lease_is_live(world) {
+            actions.push(Action::TakeOver(p));
+        }
+    }
+
     fn perform(&self, world: &World, action: Action) -> Option<World> {
         let mut next = world.clone();
         match action {
             Action::Propose(p) => {
                 next.proposals_left -= 1;
-                next.procs[p] = Proc::Serving { fresh: true };
+                let config = driver_config(p, next.starts[p]);
+                let proposal =
+                    Proposal::new(context(&config), NOW_MS, our_action(), Some(live_tool()))
+                        .with_flaw(self.flaw());
+                next.procs[p] = Proc::Serving(Box::new(proposal));
             }
-            Action::Drive(p) => self.drive(&mut next, p),
-            Action::Send(p) => self.send_call(&mut next, p),
+            Action::Drive(p) => {
+                let Proc::Serving(proposal) = next.procs[p].clone() else {
+                    unreachable!("enabled only when serving")
+                };
+                self.carry(&mut next, p, *proposal);
+            }
             Action::Rail(i, outcome) => self.rail(&mut next, i, outcome),
             Action::Timeout(p) => {
-                let Proc::Calling { attempt_seq } = next.procs[p] else {
+                let Proc::Calling { proposal, .. } = next.procs[p].clone() else {
                     unreachable!("enabled only when calling")
                 };
                 next.ambiguous_left -= 1;
                 next.procs[p] = Proc::Replied {
-                    attempt_seq,
+                    proposal,
                     reply: Reply::Ambiguous,
                 };
             }
-            Action::Commit(p) => self.commit(&mut next, p),
-            Action::Background(p) => {
-                let started = self.apply_leased(&mut next, Event::ReconcileStarted, p);
-                next.procs[p] = if started {
-                    Proc::Reconciling {
-                        attempt_seq: attempt_of(&next),
-                        pass: None,
-                        serving: false,
-                    }
-                } else {
-                    Proc::Idle
-                };
-            }
+            Action::Commit(p) => self.hand_reply(&mut next, p),
+            Action::Background(p) => self.background(&mut next, p),
             Action::WaitLag(p) => self.wait_lag(&mut next, p),
             Action::ReadPage(p) => self.read_page(&mut next, p, false),
             Action::ListFails(p) => {
@@ -824,23 +1052,28 @@ impl Protocol {
                 next.crashes_left -= 1;
                 next.procs[p] = Proc::Down;
             }
-            Action::Restart(p) => next.procs[p] = Proc::Recovering,
+            Action::Restart(p) => {
+                next.starts[p] += 1;
+                next.procs[p] = Proc::Recovering;
+            }
             Action::Recover(p) => {
-                let held = matches!(state_of(&next), Some(State::InFlight | State::Reconciling));
-                if held && !self.lease_is_live(&next) {
-                    self.apply(&mut next, Event::LeaseExpired);
-                }
+                self.sweep_lease(&mut next, p, false);
                 next.procs[p] = Proc::Idle;
             }
             Action::Operator => self.operator(&mut next),
             Action::Quarantine => {
                 next.quarantines_left -= 1;
-                let set_aside = self.apply(&mut next, Event::Quarantine);
-                assert!(set_aside, "enabled only on an UNKNOWN intent");
+                let commit = Commit {
+                    key: our_key(),
+                    event: Event::Quarantine,
+                    change: Default::default(),
+                };
+                let set_aside = self.commit(&mut next, 0, &commit, false);
+                assert!(set_aside.is_ok(), "enabled only on an UNKNOWN intent");
             }
             Action::TakeOver(p) => {
                 next.stalls_left -= 1;
-                let taken = self.apply(&mut next, Event::LeaseExpired);
+                let taken = self.sweep_lease(&mut next, p, true);
                 assert!(taken, "enabled only on a leased intent");
                 next.procs[p] = Proc::Idle;
             }
@@ -848,142 +1081,178 @@ impl Protocol {
         Some(next)
     }
 
+    /// The sweep's lease step for process `p`: takes back a lease whose holder is gone (or, with
+    /// `stalled`, one the model has let lapse under a stalled holder). `true` if it did.
+    fn sweep_lease(&self, world: &mut World, p: ProcId, stalled: bool) -> bool {
+        let Some(view) = self.view(world, stalled) else {
+            return false;
+        };
+        match self.sweep().next_step(NOW_MS, &view) {
+            SweepStep::ExpireLease(commit) => self.commit(world, p, &commit, stalled).is_ok(),
+            SweepStep::Reconcile | SweepStep::WaitUntil(_) | SweepStep::Nothing => false,
+        }
+    }
+
+    /// Carries out the proposal's commands until it has made one ledger write or sent its call
+    /// (each is its own step of the world), or has answered.
+    fn carry(&self, world: &mut World, p: ProcId, mut proposal: Proposal) {
+        let config = driver_config(p, world.starts[p]);
+        let context = context(&config);
+        let mut sent = None;
+        while let Some(command) = proposal.poll_command() {
+            let write = matches!(command, Command::Decide(_) | Command::Commit(_));
+            match command {
+                Command::ReadReferent(_) => {
+                    proposal.handle_referent(context, NOW_MS, Ok(referent()))
+                }
+                Command::Decide(plan) => {
+                    let decided = self.decide(world, p, &plan, &proposal);
+                    proposal.handle_decided(context, NOW_MS, decided);
+                }
+                Command::Commit(commit) => {
+                    let committed = self.commit(world, p, &commit, false);
+                    proposal.handle_committed(context, NOW_MS, committed);
+                }
+                Command::ReadIntent(_) => {
+                    let view = self.view(world, false);
+                    proposal.handle_intent(context, NOW_MS, view);
+                }
+                Command::CallRail { attempt_seq, .. } => {
+                    self.send(world, p, attempt_seq);
+                    sent = Some(attempt_seq);
+                    // Only a flawed driver queues more behind its call (`CallBeforeWal`'s late
+                    // write-ahead): carry it out in the same step, then wait for the reply.
+                    if proposal.pending_commands() == 0 {
+                        break;
+                    }
+                    continue;
+                }
+                Command::Answer(answer) => self.answered(world, &answer),
+                Command::Fail(_) => {}
+            }
+            if write && sent.is_none() && !proposal.is_done() {
+                world.procs[p] = Proc::Serving(Box::new(proposal));
+                return;
+            }
+        }
+        world.procs[p] = match sent {
+            Some(attempt_seq) if !proposal.is_done() => Proc::Calling {
+                proposal: Box::new(proposal),
+                attempt_seq,
+            },
+            Some(_) | None => Proc::Idle,
+        };
+    }
+
+    /// Ghost: an APPLIED answer must be backed by a durable APPLIED record.
+    fn answered(&self, world: &mut World, answer: &Answer) {
+        if answer.outcome == Outcome::Applied && state_of(world) != Some(State::Applied) {
+            world.premature_applied = true;
+        }
+    }
+
+    /// The reply reaches the proposal, which classifies it; what follows is carried out.
+    fn hand_reply(&self, world: &mut World, p: ProcId) {
+        let Proc::Replied { proposal, reply } = world.procs[p].clone() else {
+            unreachable!("enabled only with a reply")
+        };
+        let mut proposal = *proposal;
+        let config = driver_config(p, world.starts[p]);
+        let outcome = match reply {
+            Reply::Entity(id) => {
+                // The adapter reports the stamp the reply carries; `AcceptReplay` reports ours.
+                let carried = world.entities[id].stamp.clone();
+                let foreign = carried != our_sik();
+                let stamp = if self.mutant(Mutant::AcceptReplay) {
+                    our_sik()
+                } else {
+                    carried
+                };
+                if foreign && !self.mutant(Mutant::AcceptReplay) {
+                    world.foreign_refused = true;
+                }
+                interlock_driver::RailOutcome::Applied {
+                    entity: EntityRef {
+                        id: entity_name(id),
+                        stamp: Some(stamp),
+                    },
+                    fee: Minor::ZERO,
+                    tax: Minor::ZERO,
+                    response: String::new(),
+                }
+            }
+            Reply::Ambiguous => interlock_driver::RailOutcome::Ambiguous {
+                detail: String::new(),
+            },
+            Reply::Rejected => interlock_driver::RailOutcome::Rejected {
+                detail: String::new(),
+            },
+        };
+        proposal.handle_rail_outcome(context(&config), NOW_MS, outcome);
+        self.carry(world, p, proposal);
+    }
+
+    fn background(&self, world: &mut World, p: ProcId) {
+        let config = driver_config(p, world.starts[p]);
+        let view = self.view(world, false).expect("enabled on an intent");
+        let pass = Pass::start(&config, NOW_MS, &view).with_flaw(self.flaw());
+        self.run_pass(world, p, pass, false);
+    }
+
+    /// Carries out the pass's commands until it wants a page it may not read yet, or ends.
+    fn run_pass(&self, world: &mut World, p: ProcId, mut pass: Pass, waited: bool) {
+        let config = driver_config(p, world.starts[p]);
+        loop {
+            if let Some(PassCommand::ListPage { .. }) = pass.peek_command() {
+                world.procs[p] = Proc::Reconciling {
+                    pass: Box::new(pass),
+                    waited,
+                };
+                return;
+            }
+            match pass.poll_command() {
+                Some(PassCommand::Commit(commit)) => {
+                    let committed = self.commit(world, p, &commit, false);
+                    pass.handle_committed(&config, NOW_MS, committed);
+                }
+                Some(PassCommand::ListPage { .. }) => unreachable!("parked above"),
+                Some(PassCommand::Done(_)) | None => {
+                    world.procs[p] = Proc::Idle;
+                    return;
+                }
+            }
+        }
+    }
+
     /// The pass has waited out the reconcile delay: by assumption A1 (ADR 0003) every entity is
-    /// now listed, and the pass may conclude absence.
+    /// now listed.
     fn wait_lag(&self, world: &mut World, p: ProcId) {
-        let Proc::Reconciling {
-            attempt_seq,
-            serving,
-            ..
-        } = world.procs[p]
-        else {
+        let Proc::Reconciling { pass, .. } = world.procs[p].clone() else {
             unreachable!("enabled only when reconciling")
         };
         if !self.mutant(Mutant::IgnoreLag) {
-            // The delay has passed: by the timing assumption every entity is now listed.
             world.entities.iter_mut().for_each(|e| e.visible = true);
         }
-        let pass = ReconcilePass::new(our_sik(), attempt_seq, true);
-        world.procs[p] = Proc::Reconciling {
-            attempt_seq,
-            pass: Some(pass),
-            serving,
-        };
+        world.procs[p] = Proc::Reconciling { pass, waited: true };
     }
 
-    /// An operator, reading the rail's dashboard (ground truth), resolves a quarantine.
+    /// An operator, reading the rail's dashboard (ground truth), resolves a quarantine through
+    /// the driver's operator edges.
     fn operator(&self, world: &mut World) {
-        let event = match world.ours().as_slice() {
-            // By A1, the delay has passed once nothing of ours is on the wire; the operator's tool
-            // reports whether it has (`OperatorIgnoresLag` claims it always has).
-            [] => Event::OperatorConfirmedNotApplied {
-                lag_elapsed: world.wire.is_empty() || self.mutant(Mutant::OperatorIgnoresLag),
-            },
-            [id] => Event::OperatorConfirmedApplied {
-                entity: EntityRef {
-                    id: entity_name(*id),
-                    stamp: Some(our_sik()),
-                },
-            },
+        let view = self.view(world, false).expect("a quarantined intent");
+        let config = driver_config(0, world.starts[0]);
+        let commit = match world.ours().as_slice() {
+            [] => interlock_driver::operator::resolve_not_applied(&config, NOW_MS, &view, "ops"),
+            [id] => {
+                interlock_driver::operator::resolve_applied(&our_key(), &entity_name(*id), "ops")
+            }
             _ => unreachable!("enabled only with at most one of ours"),
         };
-        let resolved = self.apply(world, event);
+        let resolved = self.commit(world, 0, &commit, false);
         assert!(
-            resolved,
-            "an operator's resolution of a quarantine is always an edge"
+            resolved.is_ok(),
+            "an operator's resolution of a quarantine is always an edge: {resolved:?}"
         );
-    }
-
-    /// A serving process's next ledger step, chosen from the durable state it reads.
-    fn drive(&self, world: &mut World, p: ProcId) {
-        let Proc::Serving { fresh } = world.procs[p] else {
-            unreachable!("enabled only when serving")
-        };
-        let serving = Proc::Serving { fresh: false };
-        let Some(core) = world.ledger.clone() else {
-            let seq = ledger_records(&world.history) + 1;
-            let core = IntentCore::proposed(our_sik());
-            world.history.push(Record::Inserted {
-                seq,
-                core: core.clone(),
-            });
-            world.ledger = Some(core);
-            world.procs[p] = serving;
-            return;
-        };
-        world.procs[p] = match core.state {
-            State::Proposed if self.apply(world, Event::GatesPassed) => serving,
-            State::Authorized => self.start_attempt(world, p, core.attempt_seq + 1),
-            State::Unknown if self.mutant(Mutant::UnknownToAuthorized) => {
-                if self.apply(world, Event::RetryAuthorized) {
-                    serving
-                } else {
-                    Proc::Idle
-                }
-            }
-            State::Unknown if self.apply_leased(world, Event::ReconcileStarted, p) => {
-                Proc::Reconciling {
-                    attempt_seq: core.attempt_seq,
-                    pass: None,
-                    serving: true,
-                }
-            }
-            State::ConfirmedNotApplied => {
-                let event = if fresh {
-                    Event::Reopened
-                } else {
-                    Event::RetryAuthorized
-                };
-                if self.apply(world, event) {
-                    serving
-                } else {
-                    Proc::Idle
-                }
-            }
-            State::FailedTerminal if fresh && self.apply(world, Event::Reopened) => serving,
-            // In flight or reconciling elsewhere, settled, held, quarantined, or refused: answer.
-            _ => Proc::Idle,
-        };
-    }
-
-    fn start_attempt(&self, world: &mut World, p: ProcId, attempt_seq: u32) -> Proc {
-        if self.mutant(Mutant::CallBeforeWal) {
-            self.send(world, p, attempt_seq);
-            return Proc::Sending { attempt_seq };
-        }
-        if self.apply_leased(world, Event::AttemptStarted, p) {
-            Proc::Sending { attempt_seq }
-        } else {
-            Proc::Idle
-        }
-    }
-
-    fn send_call(&self, world: &mut World, p: ProcId) {
-        let Proc::Sending { attempt_seq } = world.procs[p] else {
-            unreachable!("enabled only when sending")
-        };
-        if self.mutant(Mutant::CallBeforeWal) {
-            let recorded = self.apply_leased(world, Event::AttemptStarted, p);
-            world.procs[p] = if recorded {
-                Proc::Calling { attempt_seq }
-            } else {
-                Proc::Idle
-            };
-            return;
-        }
-        // The engine's duty under A2 (ADR 0003): in the same step as the send, check that this
-        // process still holds the lease on this very attempt; a stalled sender drops its call.
-        let still_ours = world.lease == Some(p)
-            && world
-                .ledger
-                .as_ref()
-                .is_some_and(|c| c.state == State::InFlight && c.attempt_seq == attempt_seq);
-        if !still_ours && !self.mutant(Mutant::SendWithoutRecheck) {
-            world.procs[p] = Proc::Idle;
-            return;
-        }
-        self.send(world, p, attempt_seq);
-        world.procs[p] = Proc::Calling { attempt_seq };
     }
 
     fn rail(&self, world: &mut World, i: usize, outcome: RailOutcome) {
@@ -1004,13 +1273,12 @@ impl Protocol {
             RailOutcome::ApplyThenReplay => world.replays_left -= 1,
         }
         if applies {
-            let entity = Entity {
+            world.entities.push(Entity {
                 stamp: our_sik(),
                 amount_minor: REFUND_MINOR,
                 // Read lag: a new entity is listed only once the reconcile delay has passed.
                 visible: false,
-            };
-            world.entities.push(entity);
+            });
         }
         let reply = match outcome {
             RailOutcome::Apply => Reply::Entity(world.entities.len() - 1),
@@ -1019,90 +1287,39 @@ impl Protocol {
             RailOutcome::ApplyThenReplay => Reply::Entity(0),
         };
         // The reply reaches the caller only if it is still waiting for this very attempt.
-        if world.procs[call.from]
-            == (Proc::Calling {
-                attempt_seq: call.attempt_seq,
-            })
+        if let Proc::Calling {
+            proposal,
+            attempt_seq,
+        } = &world.procs[call.from]
+            && *attempt_seq == call.attempt_seq
         {
             world.procs[call.from] = Proc::Replied {
-                attempt_seq: call.attempt_seq,
+                proposal: proposal.clone(),
                 reply,
             };
         }
     }
 
-    fn commit(&self, world: &mut World, p: ProcId) {
-        let Proc::Replied { attempt_seq, reply } = world.procs[p] else {
-            unreachable!("enabled only with a reply")
-        };
-        let event = match reply {
-            Reply::Entity(id) => {
-                // The engine reports the stamp the reply carries; `AcceptReplay` trusts it as ours.
-                let carried = world.entities[id].stamp.clone();
-                let stamp = if self.mutant(Mutant::AcceptReplay) {
-                    our_sik()
-                } else {
-                    carried
-                };
-                let entity = EntityRef {
-                    id: entity_name(id),
-                    stamp: Some(stamp),
-                };
-                Event::RailApplied {
-                    attempt_seq,
-                    entity,
-                }
-            }
-            Reply::Ambiguous => Event::RailAmbiguous { attempt_seq },
-            Reply::Rejected => Event::RailRejected { attempt_seq },
-        };
-        let committed = match self.try_apply(world, event) {
-            // A reply without our stamp is not ours: ambiguous, for the reconciler to settle.
-            Err(Illegal::ForeignStamp { .. }) => {
-                world.foreign_refused = true;
-                self.apply(world, Event::RailAmbiguous { attempt_seq })
-            }
-            outcome => outcome.is_ok(),
-        };
-        let unknown = state_of(world) == Some(State::Unknown);
-        world.procs[p] = if committed && unknown {
-            Proc::Serving { fresh: false }
-        } else {
-            Proc::Idle
-        };
-    }
-
     fn read_page(&self, world: &mut World, p: ProcId, list_fails: bool) {
-        let Proc::Reconciling {
-            attempt_seq,
-            pass: Some(mut pass),
-            serving,
-        } = world.procs[p].clone()
-        else {
+        let Proc::Reconciling { pass, waited } = world.procs[p].clone() else {
             unreachable!("enabled only while reading")
         };
-        let concluded = if list_fails {
-            pass.list_failed();
-            Some(pass.clone().conclude())
+        let (mut pass, at) = pass_resume(*pass);
+        let page = if list_fails {
+            Err(RailError::Unavailable("partition".into()))
         } else {
-            let (page, last) = list_page(self, world, pass.pages_read() as usize);
-            after_page(self, &mut pass, &page, last)
+            Ok(list_page(self, world, at.skip as usize))
         };
-        let Some(event) = concluded else {
-            world.procs[p] = Proc::Reconciling {
-                attempt_seq,
-                pass: Some(pass),
-                serving,
-            };
-            return;
-        };
-        let committed = self.apply(world, event);
-        let retry = serving && state_of(world) == Some(State::ConfirmedNotApplied);
-        let again = serving && state_of(world) == Some(State::Unknown);
-        world.procs[p] = if committed && (retry || again) {
-            Proc::Serving { fresh: false }
-        } else {
-            Proc::Idle
-        };
+        pass.handle_page(page);
+        self.run_pass(world, p, pass, waited);
+    }
+}
+
+/// The parked pass and the page it asked for.
+fn pass_resume(pass: Pass) -> (Pass, interlock_driver::rail::PageAt) {
+    let mut pass = pass;
+    match pass.poll_command() {
+        Some(PassCommand::ListPage { at, .. }) => (pass, at),
+        other => unreachable!("a parked pass waits for a page, got {other:?}"),
     }
 }

@@ -11,7 +11,7 @@ const SILENT_LOSS: &str =
 const PHANTOM: &str = "no phantom success";
 
 /// Each mutant and the claims it must break: the claims whose absence would let it through.
-const EXPECTED: [(Mutant, &[&str]); 11] = [
+const EXPECTED: [(Mutant, &[&str]); 13] = [
     (
         Mutant::UnknownToAuthorized,
         &["I3 no blind retries", "the core sentence", NEVER_TWO],
@@ -38,6 +38,11 @@ const EXPECTED: [(Mutant, &[&str]); 11] = [
         Mutant::ReopenRejectedDirectly,
         &["the core sentence", NEVER_TWO],
     ),
+    (
+        Mutant::AnswerBeforeCommit,
+        &["no APPLIED answer before the outcome is durable"],
+    ),
+    (Mutant::ResendAfterTimeout, &[NEVER_TWO]),
 ];
 
 /// Searches the mutant's configuration (`Config::with_mutant`) (breadth first, one thread, so the path is a

@@ -450,15 +450,19 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .unwrap_or_else(|| config.lease_ttl_ms.max(floor));
         let rail = McpRail {
             upstream: upstream.clone(),
-            handle: tokio::runtime::Handle::current(),
         };
-        let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
-            .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let engine = Engine::new(
+            ledger,
+            rail,
+            Arc::new(crate::clock::RuntimeClock),
+            mandate,
+            config,
+        )
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
         let engine = Arc::new(engine);
-        let recovering = engine.clone();
-        let report = tokio::task::spawn_blocking(move || recovering.recover())
+        let report = engine
+            .recover_async()
             .await
-            .map_err(|e| format!("recovery task failed: {e}"))?
             .map_err(|e| format!("boot recovery failed: {e}"))?;
         tracing::info!(
             found = report.found,
@@ -473,15 +477,13 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let engine = reconciling.clone();
-                match tokio::task::spawn_blocking(move || engine.reconcile_due()).await {
-                    Ok(Ok(passes)) => {
+                match reconciling.reconcile_due_async().await {
+                    Ok(passes) => {
                         for (key, result) in passes {
                             tracing::info!(sik = %key.sik, ?result, "reconcile pass");
                         }
                     }
-                    Ok(Err(e)) => tracing::warn!("reconcile failed: {e}"),
-                    Err(e) => tracing::warn!("reconcile task failed: {e}"),
+                    Err(e) => tracing::warn!("reconcile failed: {e}"),
                 }
             }
         });
@@ -974,28 +976,31 @@ impl interlock_engine::Rail for NoRail {
     fn resolve(
         &self,
         _action: &interlock_spec::action::ProposedAction,
-    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
-        Err(interlock_engine::rail::RailError::Unavailable(
+    ) -> impl Future<Output = Result<interlock_engine::Referent, interlock_engine::rail::RailError>> + Send
+    {
+        std::future::ready(Err(interlock_engine::rail::RailError::Unavailable(
             "no upstream in this command".into(),
-        ))
+        )))
     }
     fn execute(
         &self,
         _call: &interlock_engine::RailCall,
         _timeout_ms: u64,
-    ) -> interlock_engine::RailOutcome {
-        interlock_engine::RailOutcome::Ambiguous {
+    ) -> impl Future<Output = interlock_engine::RailOutcome> + Send {
+        std::future::ready(interlock_engine::RailOutcome::Ambiguous {
             detail: "no upstream in this command".into(),
-        }
+        })
     }
     fn list_page(
         &self,
         _query: &interlock_engine::rail::ListQuery,
         _at: interlock_engine::rail::PageAt,
-    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        Err(interlock_engine::rail::RailError::Unavailable(
+    ) -> impl Future<
+        Output = Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError>,
+    > + Send {
+        std::future::ready(Err(interlock_engine::rail::RailError::Unavailable(
             "no upstream in this command".into(),
-        ))
+        )))
     }
 }
 
@@ -1017,8 +1022,14 @@ fn operator_engine<R: interlock_engine::Rail>(
     config.lease_ttl_ms = config
         .lease_ttl_ms
         .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
-    let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
-        .map_err(|e| format!("cannot start the engine: {e}"))?;
+    let engine = Engine::new(
+        ledger,
+        rail,
+        Arc::new(crate::clock::RuntimeClock),
+        mandate,
+        config,
+    )
+    .map_err(|e| format!("cannot start the engine: {e}"))?;
     Ok((engine, key))
 }
 
@@ -1031,7 +1042,6 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
         let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
         let rail = McpRail {
             upstream: upstream.clone(),
-            handle: tokio::runtime::Handle::current(),
         };
         let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
         // The approval is judged again, G6 included: against the upstream's live definition.
@@ -1046,11 +1056,10 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot list the upstream's tools: {e}"))?;
         let live = upstream.live_tool(&tools, &tool);
         let (by, why) = (op.by.clone(), args.why.clone());
-        let answer =
-            tokio::task::spawn_blocking(move || engine.approve(&key, &by, &why, live.as_ref()))
-                .await
-                .map_err(|e| format!("the approval task failed: {e}"))?
-                .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
+        let answer = engine
+            .approve_async(&key, &by, &why, live.as_ref())
+            .await
+            .map_err(|e| format!("cannot approve {}: {e}", op.sik))?;
         if let Ok(upstream) = Arc::try_unwrap(upstream) {
             upstream.close().await;
         }
@@ -1121,7 +1130,6 @@ fn reconcile(args: ReconcileArgs) -> Result<(), String> {
         let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
         let rail = McpRail {
             upstream: upstream.clone(),
-            handle: tokio::runtime::Handle::current(),
         };
         let op = OperatorArgs {
             sik: String::new(),
@@ -1138,11 +1146,17 @@ fn reconcile(args: ReconcileArgs) -> Result<(), String> {
         config.lease_ttl_ms = config
             .lease_ttl_ms
             .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
-        let engine = Engine::new(ledger, rail, Arc::new(SystemClock), mandate, config)
-            .map_err(|e| format!("cannot start the engine: {e}"))?;
-        let passes = tokio::task::spawn_blocking(move || engine.reconcile_due())
+        let engine = Engine::new(
+            ledger,
+            rail,
+            Arc::new(crate::clock::RuntimeClock),
+            mandate,
+            config,
+        )
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let passes = engine
+            .reconcile_due_async()
             .await
-            .map_err(|e| format!("the reconcile task failed: {e}"))?
             .map_err(|e| format!("reconcile failed: {e}"))?;
         if let Ok(upstream) = Arc::try_unwrap(upstream) {
             upstream.close().await;

@@ -5,6 +5,7 @@
 //! crates: the fuzz targets and the chaos runner drive the same request handling in process.
 
 pub mod cli;
+pub mod clock;
 pub mod demo;
 pub mod frames;
 pub mod init;

@@ -182,10 +182,7 @@ impl Proxy {
                 ));
             }
         };
-        let engine = self.engine.clone();
-        let answer = tokio::task::spawn_blocking(move || engine.propose(&proposed, live.as_ref()))
-            .await
-            .map_err(|e| McpError::internal_error(format!("the engine task failed: {e}"), None))?;
+        let answer = self.engine.propose_async(&proposed, live.as_ref()).await;
         match answer {
             Ok(answer) => Ok(answer_result(&answer)),
             Err(e) => Err(McpError::internal_error(

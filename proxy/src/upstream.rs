@@ -450,13 +450,12 @@ pub fn outcome_of(call: &RailCall, result: &CallToolResult) -> RailOutcome {
     }
 }
 
-/// The engine's [`Rail`] over the upstream, with the Razorpay profile. Blocking: called by the
-/// engine on a blocking thread, each call driven on the runtime by `handle`.
+/// The engine's [`Rail`] over the upstream, with the Razorpay profile. Async: the runner awaits
+/// each read and call on the proxy's runtime, with no thread hop and no `block_on`.
+#[derive(Clone)]
 pub struct McpRail {
     /// The upstream.
     pub upstream: Arc<Upstream>,
-    /// The runtime the upstream's client lives on.
-    pub handle: tokio::runtime::Handle,
 }
 
 fn obj(value: Value) -> Map<String, Value> {
@@ -486,15 +485,12 @@ fn stamp_of(entity: &Value) -> Option<&str> {
 }
 
 impl McpRail {
-    fn call(&self, tool: &str, args: Value) -> Result<CallToolResult, CallError> {
-        self.handle
-            .block_on(self.upstream.call(tool, Some(obj(args))))
-    }
-
     /// A read: the object, or why not.
-    fn read(&self, tool: &str, args: Value) -> Result<Value, RailError> {
+    async fn read(&self, tool: &str, args: Value) -> Result<Value, RailError> {
         let result = self
-            .call(tool, args)
+            .upstream
+            .call(tool, Some(obj(args)))
+            .await
             .map_err(|e| RailError::Unavailable(format!("{tool}: {e}")))?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
@@ -507,47 +503,45 @@ impl McpRail {
         serde_json::from_str(&text)
             .map_err(|e| RailError::Unavailable(format!("{tool} answered non-JSON: {e}")))
     }
-}
 
-impl Rail for McpRail {
-    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
-        match action.kind {
-            ActionKind::Refund => {
-                let hint = action.payment_hint.clone().unwrap_or_default();
-                let payment = self.read("fetch_payment", json!({"payment_id": hint}))?;
-                let order = match payment["order_id"].as_str() {
-                    Some(order_id) if !order_id.is_empty() => {
-                        let order = self.read("fetch_order", json!({"order_id": order_id}))?;
-                        Some(OrderReferent {
-                            id: order["id"].as_str().unwrap_or(order_id).to_owned(),
-                            amount_paid: minor(&order, "amount_paid")?,
-                        })
-                    }
-                    _ => None,
-                };
-                Ok(Referent::Payment(PaymentReferent {
-                    id: payment["id"]
-                        .as_str()
-                        .ok_or_else(|| RailError::Unavailable("the payment has no id".into()))?
-                        .to_owned(),
-                    amount: minor(&payment, "amount")?,
-                    amount_refunded: minor(&payment, "amount_refunded")?,
-                    currency: currency(&payment)?,
-                    captured: payment["captured"].as_bool().unwrap_or(false),
-                    order,
-                }))
-            }
-            ActionKind::Settlement => {
-                let balance = self.read("fetch_balance", json!({}))?;
-                Ok(Referent::Balance {
-                    balance: minor(&balance, "balance")?,
-                    currency: currency(&balance)?,
+    async fn resolve_payment(&self, hint: String) -> Result<Referent, RailError> {
+        let payment = self
+            .read("fetch_payment", json!({"payment_id": hint}))
+            .await?;
+        let order = match payment["order_id"].as_str() {
+            Some(order_id) if !order_id.is_empty() => {
+                let order = self
+                    .read("fetch_order", json!({"order_id": order_id}))
+                    .await?;
+                Some(OrderReferent {
+                    id: order["id"].as_str().unwrap_or(order_id).to_owned(),
+                    amount_paid: minor(&order, "amount_paid")?,
                 })
             }
-        }
+            _ => None,
+        };
+        Ok(Referent::Payment(PaymentReferent {
+            id: payment["id"]
+                .as_str()
+                .ok_or_else(|| RailError::Unavailable("the payment has no id".into()))?
+                .to_owned(),
+            amount: minor(&payment, "amount")?,
+            amount_refunded: minor(&payment, "amount_refunded")?,
+            currency: currency(&payment)?,
+            captured: payment["captured"].as_bool().unwrap_or(false),
+            order,
+        }))
     }
 
-    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome {
+    async fn resolve_balance(&self) -> Result<Referent, RailError> {
+        let balance = self.read("fetch_balance", json!({})).await?;
+        Ok(Referent::Balance {
+            balance: minor(&balance, "balance")?,
+            currency: currency(&balance)?,
+        })
+    }
+
+    async fn execute_owned(&self, call: RailCall, timeout_ms: u64) -> RailOutcome {
         let mut args = call.passthrough.clone();
         args.insert("amount".into(), json!(call.amount.get()));
         args.insert("notes".into(), Value::Object(call.notes.clone()));
@@ -562,16 +556,11 @@ impl Rail for McpRail {
                 args.insert("settle_full_balance".into(), json!(false));
             }
         }
-        // The engine sized its lease on this call ending within `timeout_ms`: abandon it then,
+        // The driver sized its lease on this call ending within `timeout_ms`: abandon it then,
         // whatever the upstream's own timeout says.
         let deadline = Duration::from_millis(timeout_ms);
-        let call_once = self
-            .upstream
-            .call_money(call.tool.as_str(), obj(Value::Object(args)));
-        let result = match self
-            .handle
-            .block_on(tokio::time::timeout(deadline, call_once))
-        {
+        let call_once = self.upstream.call_money(call.tool.as_str(), args);
+        let result = match tokio::time::timeout(deadline, call_once).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => {
                 return RailOutcome::Ambiguous {
@@ -584,23 +573,25 @@ impl Rail for McpRail {
                 };
             }
         };
-        outcome_of(call, &result)
+        outcome_of(&call, &result)
     }
 
-    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
+    async fn list_page_owned(&self, query: ListQuery, at: PageAt) -> Result<ListPage, RailError> {
         // Razorpay pages by offset and reports no total: only an empty page proves the end. A
         // short page may be the end or a page the rail capped below `count`; treating it as the
         // end would call an entity on a later page absent, and absence licenses a retry.
         let skip = at.skip;
         let collection = match query.kind {
-            ActionKind::Refund => self.read(
-                "fetch_multiple_refunds_for_payment",
-                json!({"payment_id": query.subject_id, "count": PAGE_COUNT, "skip": skip}),
-            )?,
-            ActionKind::Settlement => self.read(
-                "fetch_all_instant_settlements",
-                json!({"count": PAGE_COUNT, "skip": skip}),
-            )?,
+            ActionKind::Refund => {
+                let args =
+                    json!({"payment_id": query.subject_id, "count": PAGE_COUNT, "skip": skip});
+                self.read("fetch_multiple_refunds_for_payment", args)
+                    .await?
+            }
+            ActionKind::Settlement => {
+                let args = json!({"count": PAGE_COUNT, "skip": skip});
+                self.read("fetch_all_instant_settlements", args).await?
+            }
         };
         let items = collection["items"]
             .as_array()
@@ -613,6 +604,43 @@ impl Rail for McpRail {
             is_last: items.is_empty(),
             entities,
         })
+    }
+}
+
+impl Rail for McpRail {
+    fn resolve(
+        &self,
+        action: &ProposedAction,
+    ) -> impl Future<Output = Result<Referent, RailError>> + Send {
+        let rail = self.clone();
+        let kind = action.kind;
+        let hint = action.payment_hint.clone().unwrap_or_default();
+        async move {
+            match kind {
+                ActionKind::Refund => rail.resolve_payment(hint).await,
+                ActionKind::Settlement => rail.resolve_balance().await,
+            }
+        }
+    }
+
+    fn execute(
+        &self,
+        call: &RailCall,
+        timeout_ms: u64,
+    ) -> impl Future<Output = RailOutcome> + Send {
+        let rail = self.clone();
+        let call = call.clone();
+        async move { rail.execute_owned(call, timeout_ms).await }
+    }
+
+    fn list_page(
+        &self,
+        query: &ListQuery,
+        at: PageAt,
+    ) -> impl Future<Output = Result<ListPage, RailError>> + Send {
+        let rail = self.clone();
+        let query = query.clone();
+        async move { rail.list_page_owned(query, at).await }
     }
 }
 

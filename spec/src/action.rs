@@ -46,7 +46,7 @@ impl ActionKind {
 }
 
 /// A money-moving tool call, parsed but not yet judged.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ProposedAction {
     /// The agent making the call (from the proxy's configuration, not from the arguments).
     pub agent_id: AgentId,

@@ -249,34 +249,41 @@ impl interlock_engine::Rail for Twisted {
     fn resolve(
         &self,
         action: &ProposedAction,
-    ) -> Result<interlock_engine::Referent, interlock_engine::rail::RailError> {
-        let mut referent = self.inner.resolve(action)?;
-        if let Some(twist) = &self.on_resolve {
-            twist(&mut referent);
-        }
-        Ok(referent)
+    ) -> impl Future<Output = Result<interlock_engine::Referent, interlock_engine::rail::RailError>> + Send
+    {
+        let referent = self.inner.resolve_now(action).map(|mut referent| {
+            if let Some(twist) = &self.on_resolve {
+                twist(&mut referent);
+            }
+            referent
+        });
+        std::future::ready(referent)
     }
 
     fn execute(
         &self,
         call: &interlock_engine::RailCall,
         timeout_ms: u64,
-    ) -> interlock_engine::RailOutcome {
+    ) -> impl Future<Output = interlock_engine::RailOutcome> + Send {
         if let Some(twist) = &self.before_execute {
             twist(timeout_ms);
         }
-        self.inner.execute(call, timeout_ms)
+        std::future::ready(self.inner.execute_now(call, timeout_ms))
     }
 
     fn list_page(
         &self,
         query: &interlock_engine::rail::ListQuery,
         at: interlock_engine::rail::PageAt,
-    ) -> Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError> {
-        let mut found = self.inner.list_page(query, at)?;
-        if let Some(twist) = &self.on_page {
-            twist(&mut found);
-        }
-        Ok(found)
+    ) -> impl Future<
+        Output = Result<interlock_engine::rail::ListPage, interlock_engine::rail::RailError>,
+    > + Send {
+        let found = self.inner.list_page_now(query, at).map(|mut found| {
+            if let Some(twist) = &self.on_page {
+                twist(&mut found);
+            }
+            found
+        });
+        std::future::ready(found)
     }
 }

@@ -9,7 +9,7 @@ use interlock_spec::mandate::{Mandate, TrustTier};
 use interlock_spec::reason::ReasonCode;
 
 /// The upstream's live definition of one tool, as the proxy saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LiveTool {
     /// The server's name and version as it reports them (`razorpay-mcp@0.1.0`).
     pub server_id: String,

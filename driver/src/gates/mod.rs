@@ -42,7 +42,7 @@ pub enum Gate {
 }
 
 /// One gate's judgement: a verdict, a code, and a sentence an agent can act on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct GateResult {
     /// The gate.
     pub gate: Gate,
@@ -83,7 +83,7 @@ impl GateResult {
 
 /// What the ledger already holds that G2 and G3 count. Read inside the same write transaction
 /// that inserts the new intent, so two concurrent proposals cannot both fit into one window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Usage {
     /// Per mandate window (same order as `limits.windows`): calls and amount already counted.
     pub windows: Vec<WindowUsage>,
@@ -97,7 +97,7 @@ pub struct Usage {
 }
 
 /// Calls and amount counted in one window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WindowUsage {
     /// Intents counted.
     pub calls: u32,
@@ -143,7 +143,7 @@ pub struct GateInput<'a> {
 }
 
 /// The ladder's result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Ladder {
     /// The meet of every verdict.
     pub verdict: Verdict,

@@ -1,10 +1,10 @@
-//! The [`Rail`] trait: what the engine needs from a payment rail, and nothing about how it is
-//! reached. The MCP adapter (the proxy) and the in-memory test rail ([`crate::memory_rail`])
-//! implement it; a rail profile maps these calls to a real rail's tools.
+//! The rail vocabulary: referents, the stamped call, its outcome, list pages, and the [`Rail`]
+//! trait the runner carries the driver's rail commands out with. The MCP adapter (the proxy)
+//! and the engine's in-memory test rail implement it; a rail profile maps these calls to a
+//! real rail's tools.
 //!
-//! Calls are blocking: the engine is synchronous and deterministic, and an async caller runs it
-//! on a blocking thread. A rail implementation owns its own timeout and reports a call that ran
-//! out of time as [`RailOutcome::Ambiguous`], never as a failure.
+//! A rail implementation owns its own timeout and reports a call that ran out of time as
+//! [`RailOutcome::Ambiguous`], never as a failure.
 
 use interlock_machine::EntityRef;
 use interlock_spec::action::{ActionKind, ProposedAction};
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A payment as the rail reports it: what G2 bounds a refund by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PaymentReferent {
     /// The payment id as the rail spells it; this, not the agent's text, enters the SIK.
     pub id: String,
@@ -31,7 +31,7 @@ pub struct PaymentReferent {
 }
 
 /// An order as the rail reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OrderReferent {
     /// The order id.
     pub id: String,
@@ -40,7 +40,7 @@ pub struct OrderReferent {
 }
 
 /// What an action is about, read from the rail by the engine itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "referent", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Referent {
     /// A refund's payment.
@@ -76,7 +76,7 @@ impl Referent {
 pub const BALANCE_SUBJECT: &str = "balance";
 
 /// A stamped outbound money call, exactly as every attempt of one intent sends it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RailCall {
     /// The upstream tool.
     pub tool: ToolName,
@@ -127,7 +127,7 @@ impl RailCall {
 }
 
 /// How one rail call ended, as far as the caller can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RailOutcome {
     /// The rail answered with an entity. The engine believes it only if it carries our stamp.
     Applied {
@@ -153,7 +153,7 @@ pub enum RailOutcome {
 }
 
 /// Which list a reconcile pass reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListQuery {
     /// The kind of entity sought.
     pub kind: ActionKind,
@@ -167,7 +167,7 @@ pub struct ListQuery {
 /// page size) or by offset (`skip`, Razorpay's). An offset must count what was *received*, not
 /// pages × the size asked for: a rail may send fewer items than asked without being at the end,
 /// and `page × size` would then skip entities never seen, the entity sought among them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PageAt {
     /// The page's number in the pass, from 0.
     pub page: u32,
@@ -176,7 +176,7 @@ pub struct PageAt {
 }
 
 /// One page of a list, in the rail's order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListPage {
     /// The entities on the page with the stamps read from them.
     pub entities: Vec<EntityRef>,
@@ -186,7 +186,7 @@ pub struct ListPage {
 }
 
 /// Why a read from the rail failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum RailError {
     /// The rail could not be reached or answered with an error; try again later.
     #[error("the rail is unavailable: {0}")]
@@ -199,30 +199,51 @@ pub enum RailError {
     NotReconcilable(String),
 }
 
-/// A payment rail, as the engine uses it.
+/// A payment rail, as the runner uses it: three kinds of I/O, each a future the runner awaits
+/// (on the proxy's runtime; the memory rail's are ready at once). The driver never calls it: it
+/// asks for a read, a call or a page with a command, and is handed the result.
 pub trait Rail: Send + Sync {
     /// Reads what `action` is about (a payment, the balance). Read-only.
-    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError>;
+    fn resolve(
+        &self,
+        action: &ProposedAction,
+    ) -> impl Future<Output = Result<Referent, RailError>> + Send;
     /// Sends one stamped money call and returns within `timeout_ms`, whatever happens: a call
-    /// that has not answered by then is abandoned and reported `Ambiguous`. The engine sizes
-    /// its lease on this promise (`lease_ttl_ms ≥ call_timeout_ms + LEASE_MARGIN_MS`); a rail
+    /// that has not answered by then is abandoned and reported `Ambiguous`. The driver sizes
+    /// its lease on this promise (`lease_ttl_ms >= call_timeout_ms + LEASE_MARGIN_MS`); a rail
     /// that overruns it lets another process take the intent over while the call is still
-    /// out (ADR 0004, §7). A request abandoned at time t that the rail still applies later must
-    /// show in its lists by t + `rail_lag_ms` (ADR 0003, A1).
-    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome;
+    /// out (ADR 0004, section 7). A request abandoned at time t that the rail still applies
+    /// later must show in its lists by t + `rail_lag_ms` (ADR 0003, A1).
+    fn execute(&self, call: &RailCall, timeout_ms: u64)
+    -> impl Future<Output = RailOutcome> + Send;
     /// Reads the page at `at` of the list a reconcile pass walks.
-    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError>;
+    fn list_page(
+        &self,
+        query: &ListQuery,
+        at: PageAt,
+    ) -> impl Future<Output = Result<ListPage, RailError>> + Send;
 }
 
 /// A shared rail is a rail: several engines (processes, in tests) can talk to one.
 impl<R: Rail + ?Sized> Rail for std::sync::Arc<R> {
-    fn resolve(&self, action: &ProposedAction) -> Result<Referent, RailError> {
+    fn resolve(
+        &self,
+        action: &ProposedAction,
+    ) -> impl Future<Output = Result<Referent, RailError>> + Send {
         (**self).resolve(action)
     }
-    fn execute(&self, call: &RailCall, timeout_ms: u64) -> RailOutcome {
+    fn execute(
+        &self,
+        call: &RailCall,
+        timeout_ms: u64,
+    ) -> impl Future<Output = RailOutcome> + Send {
         (**self).execute(call, timeout_ms)
     }
-    fn list_page(&self, query: &ListQuery, at: PageAt) -> Result<ListPage, RailError> {
+    fn list_page(
+        &self,
+        query: &ListQuery,
+        at: PageAt,
+    ) -> impl Future<Output = Result<ListPage, RailError>> + Send {
         (**self).list_page(query, at)
     }
 }

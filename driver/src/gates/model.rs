@@ -8,7 +8,7 @@ use interlock_machine::{AdvisoryVerdict, Verdict};
 use interlock_spec::reason::ReasonCode;
 
 /// A model's objection and its reason, in its words.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Advice {
     /// What it asks for.
     pub verdict: AdvisoryVerdict,
