@@ -287,3 +287,28 @@ fn a_state_written_behind_the_logs_back_is_found() {
         other => panic!("the edit went unnoticed: {other:?}"),
     }
 }
+
+/// The schema's `counted_states` is the machine's `is_counted`, state for state: a state group
+/// in SQL that drifted from the machine would count (or stop counting) money behind its back.
+#[test]
+fn the_counted_states_table_is_the_machines_predicate() {
+    let world = World::new();
+    drop(Ledger::open(&world.db()).unwrap());
+    let conn = rusqlite::Connection::open(world.db()).unwrap();
+    let mut statement = conn
+        .prepare("SELECT state FROM counted_states ORDER BY state")
+        .unwrap();
+    let table: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut machine: Vec<String> = interlock_machine::State::ALL
+        .into_iter()
+        .filter(|state| state.is_counted())
+        .map(|state| state.as_str().to_owned())
+        .collect();
+    machine.sort();
+    assert_eq!(table, machine);
+    assert!(!machine.is_empty() && machine.len() < interlock_machine::State::ALL.len());
+}

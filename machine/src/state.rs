@@ -104,6 +104,23 @@ impl State {
         )
     }
 
+    /// Counts against the mandate's windows, budgets and in-progress sums: everything that moved
+    /// money or still might (a held intent too: an approval would move it). The ledger's
+    /// `counted_states` table holds exactly these; a test checks it.
+    pub const fn is_counted(self) -> bool {
+        matches!(
+            self,
+            State::Held
+                | State::Authorized
+                | State::InFlight
+                | State::Applied
+                | State::FailedTerminal
+                | State::Unknown
+                | State::Reconciling
+                | State::Quarantined
+        )
+    }
+
     /// Rail work is under way on it (a call, or a reconcile pass): a lease is held exactly while
     /// an intent is in one of these states.
     pub const fn holds_lease(self) -> bool {
