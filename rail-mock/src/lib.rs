@@ -16,8 +16,9 @@
 //! - [`faults`]: `--faults` parsing and which faults hit which call.
 //! - [`server`]: the rmcp server handler and the stdio loop.
 //!
-//! The crate depends on nothing of Interlock's: it plays someone else's API, so it shares no
-//! parsing or money code with the proxy it tests.
+//! The crate plays someone else's API, so it shares no parsing or money code with the proxy it
+//! tests. From Interlock it takes only a wire constant both ends must agree on: the largest
+//! amount ([`interlock_spec::money::MINOR_MAX`], the mock's [`model::AMOUNT_MAX`]).
 
 pub mod error;
 pub mod faults;
