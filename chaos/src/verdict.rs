@@ -5,6 +5,7 @@ use std::fmt;
 
 use interlock_machine::invariants::{self, RailEntity};
 use interlock_machine::{IntentCore, State};
+use interlock_spec::action::STAMP_NOTE_KEY;
 use interlock_spec::ids::Sik;
 use serde_json::Value;
 
@@ -131,7 +132,7 @@ pub fn created_entities(journal: &Value) -> Result<Vec<Entity>, String> {
                 amount: item[amount_field]
                     .as_u64()
                     .ok_or_else(|| format!("{id}: {amount_field} is not an integer"))?,
-                stamp: item["notes"]["interlock_sik"].as_str().map(str::to_owned),
+                stamp: item["notes"][STAMP_NOTE_KEY].as_str().map(str::to_owned),
             });
         }
     }
@@ -423,7 +424,7 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
         if entity.stamp.is_none() {
             flag(
                 Kind::Unstamped,
-                format!("{} carries no interlock_sik", entity.id),
+                format!("{} carries no {STAMP_NOTE_KEY}", entity.id),
             );
         }
     }

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use interlock_spec::action::STAMP_NOTE_KEY;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -230,7 +231,7 @@ impl Demo {
             .map(|rs| {
                 rs.iter()
                     .filter(|r| r["payment_id"] == payment_id)
-                    .filter(|r| r["notes"]["interlock_sik"].is_string())
+                    .filter(|r| r["notes"][STAMP_NOTE_KEY].is_string())
                     .count()
             })
             .unwrap_or(0))
@@ -606,7 +607,7 @@ provenance:
         for (kind, what) in [("refunds", "refund"), ("settlements", "settlement")] {
             for e in journal[kind].as_array().into_iter().flatten() {
                 entities.push((
-                    e["notes"]["interlock_sik"].as_str().map(str::to_owned),
+                    e["notes"][STAMP_NOTE_KEY].as_str().map(str::to_owned),
                     e["id"].as_str().unwrap_or("?").to_owned(),
                     what,
                     e["payment_id"].as_str().unwrap_or("balance").to_owned(),

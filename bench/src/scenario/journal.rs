@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use interlock_spec::action::{RECEIPT_PREFIX, STAMP_NOTE_KEY};
 use serde_json::Value;
 
 use crate::Res;
@@ -72,9 +73,10 @@ fn entity(item: &Value, refund: bool) -> Res<Entity> {
         .ok_or("journal: an entity without an id")?
         .to_owned();
     let notes = &item["notes"];
-    let stamp = notes["interlock_sik"].as_str();
-    let receipt_matches =
-        stamp.is_some_and(|sik| item["receipt"].as_str() == Some(format!("ilk_{sik}").as_str()));
+    let stamp = notes[STAMP_NOTE_KEY].as_str();
+    let receipt_matches = stamp.is_some_and(|sik| {
+        item["receipt"].as_str() == Some(format!("{RECEIPT_PREFIX}{sik}").as_str())
+    });
     let (amount, fee) = if refund {
         (number(item, "amount", &id)?, number(item, "fee", &id)?)
     } else {
