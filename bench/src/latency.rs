@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use interlock_rail_mock::harness::MockCommand;
 use serde_json::{Value, json};
 
 use crate::Res;
@@ -161,13 +162,13 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         .build()
         .map_err(|e| format!("tokio: {e}"))?;
     rt.block_on(async {
-        let mut direct_cmd = tokio::process::Command::new(&mock);
-        direct_cmd
-            .arg("--journal")
-            .arg(dir.join("direct-rail.db"))
-            .arg("--seed")
-            .arg(&seed_file)
-            .args(["--log-level", "error"]);
+        let rail = |journal: &str| {
+            MockCommand::new(&mock)
+                .journal(dir.join(journal))
+                .seed(&seed_file)
+                .log_level("error")
+        };
+        let direct_cmd = tokio::process::Command::from(rail("direct-rail.db").command());
         let direct = mcp::connect(direct_cmd, Stdio::null(), "the direct mock").await?;
 
         let mut through_cmd = tokio::process::Command::new(&interlock);
@@ -178,12 +179,7 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
             .arg("--db")
             .arg(dir.join("ledger.db"))
             .args(["--agent", agent, "--"])
-            .arg(&mock)
-            .arg("--journal")
-            .arg(dir.join("through-rail.db"))
-            .arg("--seed")
-            .arg(&seed_file)
-            .args(["--log-level", "error"])
+            .args(rail("through-rail.db").argv())
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

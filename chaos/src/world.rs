@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use interlock_rail_mock::harness::{BIN_NAME, MockCommand};
 use serde_json::{Value, json};
 
 /// The payment every refund trial refunds.
@@ -43,7 +44,7 @@ impl Bins {
     pub fn in_dir(dir: &Path) -> Result<Bins, String> {
         let bins = Bins {
             interlock: dir.join("interlock"),
-            mock: dir.join("interlock-rail-mock"),
+            mock: dir.join(BIN_NAME),
         };
         for path in [&bins.interlock, &bins.mock] {
             if !path.is_file() {
@@ -87,7 +88,7 @@ impl Bins {
             build
                 .current_dir(workspace)
                 .args(["build", "-q", "--bins", "-p", "interlock", "-p"])
-                .arg("interlock-rail-mock")
+                .arg(BIN_NAME)
                 .args(features)
                 .arg("--target-dir")
                 .arg(target_dir);
@@ -107,7 +108,7 @@ impl Bins {
         let aside = target_profile_dir.join("interlock-chaos-bins");
         std::fs::create_dir_all(&aside)
             .map_err(|e| format!("cannot create {}: {e}", aside.display()))?;
-        for name in ["interlock", "interlock-rail-mock"] {
+        for name in ["interlock", BIN_NAME] {
             std::fs::copy(target_profile_dir.join(name), aside.join(name))
                 .map_err(|e| format!("cannot copy {name} to {}: {e}", aside.display()))?;
         }
@@ -119,10 +120,12 @@ impl Bins {
     pub fn pins(&self, seed: &Path) -> Result<Value, String> {
         let out = Command::new(&self.interlock)
             .args(["pin", "--json", "--"])
-            .arg(&self.mock)
-            .arg("--seed")
-            .arg(seed)
-            .args(["--log-level", "error"])
+            .args(
+                MockCommand::new(&self.mock)
+                    .seed(seed)
+                    .log_level("error")
+                    .argv(),
+            )
             .env("RUST_LOG", "error")
             .output()
             .map_err(|e| format!("cannot run interlock pin: {e}"))?;
