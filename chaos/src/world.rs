@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use interlock_rail_mock::harness::{BIN_NAME, MockCommand};
+use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 /// The payment every refund trial refunds.
@@ -177,81 +178,14 @@ pub fn seed() -> Value {
 /// trial has a ledger of its own, and a window boundary mid-trial would make the retry a new
 /// settlement).
 pub fn mandate(pins: &Value) -> Result<String, String> {
-    let pin = |tool: &str| {
-        pins["tools"][tool]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("pin --json has no pin for {tool}"))
-    };
-    let text = |field: &str| {
-        pins[field]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("pin --json has no {field}"))
-    };
-    Ok(format!(
-        r#"v: 1
-mandate_id: mnd_chaos
-merchant_id: acc_CHAOS00001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 4000000000000
-purpose: "Refund customers (chaos matrix)"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 100
-        currencies: [INR]
-    create_instant_settlement:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 200
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: 40
-      max_amount_minor: 2000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 20000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-  create_instant_settlement:
-    key_fields: [description]
-    window_ms: null
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-    create_instant_settlement:
-      sha256: "{p3}"
-      trust_tier: "pinned"
-"#,
-        server_id = text("server_id")?,
-        manifest = text("manifest_sha256")?,
-        p1 = pin("fetch_payment")?,
-        p2 = pin("create_refund")?,
-        p3 = pin("create_instant_settlement")?,
-    ))
+    Ok(Template::refund_desk(AGENT)
+        .mandate_id("mnd_chaos")
+        .merchant_id("acc_CHAOS00001")
+        .purpose("Refund customers (chaos matrix)")
+        .expires_at(4_000_000_000_000)
+        .max_amount("create_instant_settlement", 500_000)
+        .on_unresolvable("create_instant_settlement", None)
+        .idempotency("create_instant_settlement", &["description"], None)
+        .pinned_by(pins)?
+        .yaml())
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use interlock_rail_mock::harness::{self, EntityKind, Inspection, MockCommand};
 use interlock_spec::action::STAMP_NOTE_KEY;
+use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -264,73 +265,14 @@ impl Demo {
                 Ok(real.to_owned())
             }
         };
-        let yaml = format!(
-            r#"v: 1
-mandate_id: mnd_demo
-merchant_id: acc_DEMO000001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 2000000000000
-purpose: "Refund duplicate customer charges"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 100
-        currencies: [INR]
-    create_instant_settlement:
-      reversibility: irreversible
-      on_unresolvable: hold
-      value:
-        max_amount_minor: 100000
-        min_amount_minor: 200
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: 40
-      max_amount_minor: 2000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 20000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-  create_instant_settlement:
-    key_fields: [description]
-    window_ms: 86400000
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-    create_instant_settlement:
-      sha256: "{p3}"
-      trust_tier: "pinned"
-"#,
-            server_id = pins["server_id"].as_str().unwrap_or_default(),
-            manifest = pins["manifest_sha256"].as_str().unwrap_or_default(),
-            p1 = pin("fetch_payment")?,
-            p2 = pin("create_refund")?,
-            p3 = pin("create_instant_settlement")?,
-        );
-        std::fs::write(path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        let mut mandate = Template::refund_desk(AGENT)
+            .mandate_id("mnd_demo")
+            .pinned_by(pins)?;
+        if let Some(tool) = drift {
+            mandate = mandate.pin(tool, &pin(tool)?);
+        }
+        std::fs::write(path, mandate.yaml())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
     /// Starts `interlock serve` (mandate, db, faults, flags) and connects to it.
