@@ -21,6 +21,9 @@ pub const T0: u64 = 1_700_006_400_000;
 pub const PIN: &str = "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893";
 pub const SERVER: &str = "razorpay-mcp@0.1.0";
 
+/// The tests' mandate as YAML. Some tests edit the text (`max_calls: 40`, the first
+/// `currencies: [INR]}`, the window's flow line, the settlement's pin line): the template writes
+/// those as one flow line each.
 pub fn mandate_yaml() -> String {
     Template::refund_desk("agent_test")
         .merchant_id("acc_TEST")

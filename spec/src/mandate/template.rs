@@ -305,40 +305,36 @@ impl Template {
         Ok(pinned)
     }
 
-    /// The mandate as YAML, ready to write to a file.
+    /// The mandate as YAML, ready to write to a file: block style for its sections, one flow
+    /// line for each value bound, window, fee budget, idempotency rule and pin. Tests edit this
+    /// text (the engine's replace `max_calls: 40` or a window's line), so its layout is kept.
     pub fn yaml(&self) -> String {
-        // Strings are written as JSON strings: a JSON string is a YAML double-quoted scalar.
-        let q = |s: &str| Value::from(s).to_string();
         let mut y = String::new();
         let mut line = |text: String| {
             y.push_str(&text);
             y.push('\n');
         };
         line("v: 1".to_owned());
-        line(format!("mandate_id: {}", q(&self.mandate_id)));
-        line(format!("merchant_id: {}", q(&self.merchant_id)));
-        line(format!("agent_id: {}", q(&self.agent_id)));
+        line(format!("mandate_id: {}", scalar(&self.mandate_id)));
+        line(format!("merchant_id: {}", scalar(&self.merchant_id)));
+        line(format!("agent_id: {}", scalar(&self.agent_id)));
         line(format!("issued_at: {}", self.issued_at));
         line(format!("expires_at: {}", self.expires_at));
-        line(format!("purpose: {}", q(&self.purpose)));
+        line(format!("purpose: {}", quoted(&self.purpose)));
         line("scope:".to_owned());
-        if self.grants.is_empty() {
-            line("  grants: {}".to_owned());
-        } else {
-            line("  grants:".to_owned());
-        }
+        line(format!("  grants:{}", empty_map(self.grants.is_empty())));
         for g in &self.grants {
-            line(format!("    {}:", q(&g.tool)));
+            line(format!("    {}:", scalar(&g.tool)));
             let reversibility = if g.irreversible {
                 "irreversible"
             } else {
                 "reversible"
             };
             line(format!("      reversibility: {reversibility}"));
-            line("      value:".to_owned());
-            line(format!("        max_amount_minor: {}", g.max));
-            line(format!("        min_amount_minor: {}", g.min));
-            line("        currencies: [INR]".to_owned());
+            line(format!(
+                "      value: {{max_amount_minor: {}, min_amount_minor: {}, currencies: [INR]}}",
+                g.max, g.min
+            ));
             if let Some(policy) = g.on_unresolvable {
                 let policy = match policy {
                     OnUnresolvable::Hold => "hold",
@@ -357,47 +353,49 @@ impl Template {
             line("  windows:".to_owned());
         }
         for (max_calls, max_amount) in &self.windows {
-            line(format!("    - window_ms: {DAY_MS}"));
-            line(format!("      max_calls: {max_calls}"));
-            line(format!("      max_amount_minor: {max_amount}"));
-            line("      currency: INR".to_owned());
-        }
-        match self.fee_budget {
-            None => line("  fee_budgets: {}".to_owned()),
-            Some(max_fee) => {
-                line("  fee_budgets:".to_owned());
-                line("    INR:".to_owned());
-                line(format!("      window_ms: {DAY_MS}"));
-                line(format!("      max_fee_minor: {max_fee}"));
-            }
-        }
-        if self.idempotency.is_empty() {
-            line("idempotency: {}".to_owned());
-        } else {
-            line("idempotency:".to_owned());
-        }
-        for (tool, fields, window_ms) in &self.idempotency {
-            let fields: Vec<String> = fields.iter().map(|f| q(f)).collect();
-            line(format!("  {}:", q(tool)));
-            line(format!("    key_fields: [{}]", fields.join(", ")));
             line(format!(
-                "    window_ms: {}",
-                window_ms.map_or("null".to_owned(), |w| w.to_string())
+                "    - {{window_ms: {DAY_MS}, max_calls: {max_calls}, max_amount_minor: {max_amount}, currency: INR}}"
+            ));
+        }
+        line(format!(
+            "  fee_budgets:{}",
+            empty_map(self.fee_budget.is_none())
+        ));
+        if let Some(max_fee) = self.fee_budget {
+            line(format!(
+                "    INR: {{window_ms: {DAY_MS}, max_fee_minor: {max_fee}}}"
+            ));
+        }
+        line(format!(
+            "idempotency:{}",
+            empty_map(self.idempotency.is_empty())
+        ));
+        for (tool, fields, window_ms) in &self.idempotency {
+            let fields: Vec<String> = fields.iter().map(|f| scalar(f)).collect();
+            let window_ms = window_ms.map_or("null".to_owned(), |w| w.to_string());
+            line(format!(
+                "  {}: {{key_fields: [{}], window_ms: {window_ms}}}",
+                scalar(tool),
+                fields.join(", ")
             ));
         }
         if let Some(pins) = &self.provenance {
             line("provenance:".to_owned());
-            line(format!("  server_id: {}", q(&pins.server_id)));
-            line(format!("  manifest_sha256: {}", q(&pins.manifest_sha256)));
-            if pins.tools.is_empty() {
-                line("  pinned_manifests: {}".to_owned());
-            } else {
-                line("  pinned_manifests:".to_owned());
-            }
+            line(format!("  server_id: {}", quoted(&pins.server_id)));
+            line(format!(
+                "  manifest_sha256: {}",
+                quoted(&pins.manifest_sha256)
+            ));
+            line(format!(
+                "  pinned_manifests:{}",
+                empty_map(pins.tools.is_empty())
+            ));
             for (tool, sha256) in &pins.tools {
-                line(format!("    {}:", q(tool)));
-                line(format!("      sha256: {}", q(sha256)));
-                line("      trust_tier: pinned".to_owned());
+                line(format!(
+                    "    {}: {{sha256: {}, trust_tier: pinned}}",
+                    scalar(tool),
+                    quoted(sha256)
+                ));
             }
         }
         y
@@ -408,6 +406,31 @@ impl Template {
     pub fn build(&self) -> Result<Mandate, MandateError> {
         Mandate::parse_yaml(&self.yaml())
     }
+}
+
+/// `text` as a YAML double-quoted scalar: a JSON string is one.
+fn quoted(text: &str) -> String {
+    Value::from(text).to_string()
+}
+
+/// `text` plain when YAML reads it back as that same string (a name such as `create_refund`
+/// or `get-sum`), quoted otherwise.
+fn scalar(text: &str) -> String {
+    let plain = text
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !["null", "true", "false", "yes", "no", "on", "off", "y", "n"]
+            .contains(&text.to_ascii_lowercase().as_str());
+    if plain { text.to_owned() } else { quoted(text) }
+}
+
+/// ` {}` after a key whose map is empty, nothing otherwise.
+fn empty_map(empty: bool) -> &'static str {
+    if empty { " {}" } else { "" }
 }
 
 #[cfg(test)]
@@ -510,6 +533,24 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(matches!(err, MandateError::Invalid(_)), "{err}");
+    }
+
+    #[test]
+    fn names_yaml_would_read_otherwise_are_quoted() {
+        assert_eq!(scalar("create_refund"), "create_refund");
+        assert_eq!(scalar("get-sum"), "get-sum");
+        for text in ["true", "No", "null", "1e3", "7", "a b", "x: y", ""] {
+            assert!(scalar(text).starts_with('"'), "{text:?}");
+        }
+        let mandate = Template::new("agent_x")
+            .read("true")
+            .read("null")
+            .read("get-sum")
+            .build()
+            .unwrap();
+        for name in ["true", "null", "get-sum"] {
+            assert!(mandate.grant(&tool(name)).is_some(), "{name}");
+        }
     }
 
     #[test]
