@@ -695,7 +695,11 @@ fn init(args: InitArgs) -> Result<(), String> {
 
 fn pin(args: PinArgs) -> Result<(), String> {
     let (server_id, tools) = upstream_tools(&args.upstream)?;
-    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
+    let mandate = args
+        .mandate
+        .as_deref()
+        .map(load_mandate_to_pin)
+        .transpose()?;
     let wanted = |name: &str| {
         mandate.as_ref().is_none_or(|m| {
             interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
@@ -735,6 +739,43 @@ fn pin(args: PinArgs) -> Result<(), String> {
     let out = json!({"server_id": server_id, "manifest_sha256": manifest_sha256, "tools": pins});
     print(args.json, &out, || section.trim_end().to_owned());
     Ok(())
+}
+
+/// The mandate at `path` for `pin`, which is what fills its provenance in: a mandate whose only
+/// problems are in its `provenance:` block (none yet, `pinned_manifests: {}` without a
+/// `manifest_sha256`, a blank hash) is read without that block. Any other problem refuses it
+/// as [`load_mandate`] does, naming the path (and the line: the block's lines are blanked,
+/// not removed).
+fn load_mandate_to_pin(path: &Path) -> Result<Mandate, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
+    if let Ok(mandate) = Mandate::parse_yaml(&text) {
+        return Ok(mandate);
+    }
+    let mandate = Mandate::parse_yaml(&without_provenance(&text))
+        .map_err(|e| format!("mandate {} is invalid: {e}", path.display()))?;
+    eprintln!(
+        "interlock: the provenance of {} is missing or incomplete; pin fills it in with --write",
+        path.display()
+    );
+    Ok(mandate)
+}
+
+/// `text` with the lines of its top-level `provenance:` block made blank.
+fn without_provenance(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut skipping = false;
+    for line in text.lines() {
+        let top_level = !line.is_empty() && !line.starts_with([' ', '\t', '#']);
+        if top_level {
+            skipping = line.starts_with("provenance:");
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Replaces the top-level `provenance:` block of the mandate at `path` (or appends one), checks
