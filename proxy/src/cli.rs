@@ -583,6 +583,66 @@ pub(crate) fn upstream_tools(
     })
 }
 
+/// How much of an upstream's stderr [`upstream_tools_quietly`] keeps: the end of it.
+const UPSTREAM_STDERR_KEPT_BYTES: usize = 16 * 1024;
+
+/// As [`upstream_tools`], with the upstream's stderr captured rather than inherited: `init`
+/// interviews a person on this terminal, and the upstream's own logs would scroll through the
+/// questions. What it wrote is shown only if listing its tools fails.
+fn upstream_tools_quietly(upstream: &[String]) -> Result<(String, Vec<rmcp::model::Tool>), String> {
+    use tokio::io::AsyncReadExt;
+    let (program, args) = upstream
+        .split_first()
+        .ok_or("no upstream command given (after --)")?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut command = tokio::process::Command::new(program);
+        command.args(args);
+        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
+        // Read to the end, so the upstream never blocks on a full pipe; keep the tail.
+        let captured = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let Some(mut stderr) = stderr else {
+                return kept;
+            };
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
+                kept.extend_from_slice(&chunk[..n]);
+                let over = kept.len().saturating_sub(UPSTREAM_STDERR_KEPT_BYTES);
+                kept.drain(..over);
+            }
+            kept
+        });
+        let listed = async {
+            let upstream = Upstream::over(transport, Duration::from_secs(20)).await?;
+            let tools = upstream.tools().await.map_err(|e| e.to_string())?;
+            let id = upstream.server_id.clone();
+            upstream.close().await;
+            Ok::<_, String>((id, tools))
+        }
+        .await;
+        match listed {
+            Ok(found) => Ok(found),
+            Err(why) => {
+                // The upstream failed or is going: what it said on the way out explains why.
+                let said = tokio::time::timeout(Duration::from_secs(2), captured)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                let said = String::from_utf8_lossy(&said);
+                match said.trim_end() {
+                    "" => Err(why),
+                    said => Err(format!("{why}; the upstream's stderr:\n{said}")),
+                }
+            }
+        }
+    })
+}
+
 /// The pins of `tools` for which `wanted` holds, as a mandate's `provenance:` section, with
 /// the manifest hash (over every tool the upstream offers) and the pins as JSON.
 pub(crate) fn provenance_section(
@@ -626,7 +686,7 @@ fn init(args: InitArgs) -> Result<(), String> {
     let pinned = if args.upstream.is_empty() {
         None
     } else {
-        Some(upstream_tools(&args.upstream)?)
+        Some(upstream_tools_quietly(&args.upstream)?)
     };
     let offered: Vec<String> = match &pinned {
         Some((_, tools)) => {
