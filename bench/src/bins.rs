@@ -94,7 +94,7 @@ impl Bins {
     pub fn in_dir(dir: &Path, bench: &Path) -> Res<Bins> {
         Ok(Bins {
             interlock: exists(dir.join("interlock"))?,
-            mock: exists(dir.join("interlock-rail-mock"))?,
+            mock: exists(dir.join(interlock_rail_mock::harness::BIN_NAME))?,
             bench: exists(bench.to_path_buf())?,
             interlock_failpoints: None,
             release: dir.file_name().is_some_and(|n| n == "release"),

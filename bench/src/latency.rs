@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use interlock_rail_mock::harness::MockCommand;
+use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 use crate::Res;
@@ -49,64 +51,18 @@ fn payment_id(i: usize) -> String {
 
 /// A mandate granting `fetch_payment` and `create_refund`, with limits no run reaches.
 fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
-    let s = |v: &Value| {
-        v.as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("pin --json: unexpected output {pins}"))
-    };
-    Ok(format!(
-        r#"v: 1
-mandate_id: mnd_bench
-merchant_id: acc_BENCH00001
-agent_id: {agent}
-issued_at: 1700000000000
-expires_at: 4000000000000
-purpose: "Latency benchmark"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 100000
-        min_amount_minor: 100
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: {max_calls}
-      max_amount_minor: 100000000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 100000000000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-"#,
-        max_calls = calls * 4 + 100,
-        server_id = s(&pins["server_id"])?,
-        manifest = s(&pins["manifest_sha256"])?,
-        p1 = s(&pins["tools"]["fetch_payment"])?,
-        p2 = s(&pins["tools"]["create_refund"])?,
-    ))
+    let max_calls = u32::try_from(calls * 4 + 100).map_err(|_| format!("{calls} calls"))?;
+    Ok(Template::refund_desk(agent)
+        .mandate_id("mnd_bench")
+        .merchant_id("acc_BENCH00001")
+        .purpose("Latency benchmark")
+        .expires_at(4_000_000_000_000)
+        .without("create_instant_settlement")
+        .max_amount("create_refund", 100_000)
+        .window(max_calls, 100_000_000_000)
+        .fee_budget(100_000_000_000)
+        .pinned_by(pins)?
+        .yaml())
 }
 
 /// One timed call; an error result is a failed run (the benchmark measures successes only).
@@ -161,13 +117,13 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         .build()
         .map_err(|e| format!("tokio: {e}"))?;
     rt.block_on(async {
-        let mut direct_cmd = tokio::process::Command::new(&mock);
-        direct_cmd
-            .arg("--journal")
-            .arg(dir.join("direct-rail.db"))
-            .arg("--seed")
-            .arg(&seed_file)
-            .args(["--log-level", "error"]);
+        let rail = |journal: &str| {
+            MockCommand::new(&mock)
+                .journal(dir.join(journal))
+                .seed(&seed_file)
+                .log_level("error")
+        };
+        let direct_cmd = tokio::process::Command::from(rail("direct-rail.db").command());
         let direct = mcp::connect(direct_cmd, Stdio::null(), "the direct mock").await?;
 
         let mut through_cmd = tokio::process::Command::new(&interlock);
@@ -178,12 +134,7 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
             .arg("--db")
             .arg(dir.join("ledger.db"))
             .args(["--agent", agent, "--"])
-            .arg(&mock)
-            .arg("--journal")
-            .arg(dir.join("through-rail.db"))
-            .arg("--seed")
-            .arg(&seed_file)
-            .args(["--log-level", "error"])
+            .args(rail("through-rail.db").argv())
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

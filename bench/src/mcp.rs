@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use interlock_rail_mock::harness::MockCommand;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -106,10 +107,7 @@ pub fn text_of(result: &CallToolResult) -> String {
 pub fn pins(interlock: &Path, mock: &Path, seed: &Path) -> Res<Value> {
     let out = Command::new(interlock)
         .args(["pin", "--json", "--"])
-        .arg(mock)
-        .arg("--seed")
-        .arg(seed)
-        .args(["--log-level", "error"])
+        .args(MockCommand::new(mock).seed(seed).log_level("error").argv())
         .env("RUST_LOG", "error")
         .env_remove("RAZORPAY_KEY_ID")
         .output()

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use interlock_rail_mock::harness::{self, Inspection, MockCommand};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -153,12 +154,14 @@ pub async fn start(
         .args(["--lease-ttl-ms", &LEASE_TTL_MS.to_string()])
         .args(["--reconcile-every-ms", &RECONCILE_EVERY_MS.to_string()])
         .arg("--")
-        .arg(&bins.mock)
-        .arg("--journal")
-        .arg(&files.journal)
-        .arg("--seed")
-        .arg(&files.seed)
-        .args(["--log-level", "warn", "--faults", fault.mock_faults()])
+        .args(
+            MockCommand::new(&bins.mock)
+                .journal(&files.journal)
+                .seed(&files.seed)
+                .log_level("warn")
+                .faults(fault.mock_faults())
+                .argv(),
+        )
         .env("RUST_LOG", "interlock=info,warn")
         .env_remove("RAZORPAY_KEY_ID")
         .stdin(Stdio::piped())
@@ -300,19 +303,6 @@ pub fn interlock(bins: &Bins, args: &[&std::ffi::OsStr]) -> Result<(bool, String
 }
 
 /// `interlock-rail-mock inspect --journal FILE`, parsed: the rail's ground truth.
-pub fn inspect(bins: &Bins, journal: &Path) -> Result<Value, String> {
-    let out = std::process::Command::new(&bins.mock)
-        .arg("inspect")
-        .arg("--journal")
-        .arg(journal)
-        .args(["--log-level", "error"])
-        .output()
-        .map_err(|e| format!("cannot run inspect: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "inspect failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("inspect printed no JSON: {e}"))
+pub fn inspect(bins: &Bins, journal: &Path) -> Result<Inspection, String> {
+    harness::inspect(&bins.mock, journal)
 }

@@ -365,7 +365,7 @@ impl Trial<'_> {
     fn resolve(&mut self) -> Result<(), String> {
         let sik = ledger_sik(&self.files.ledger)?.ok_or("quarantined, but no intent")?;
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let found = verdict::created_entities(&journal)?
+        let found = verdict::created_entities(&journal)
             .into_iter()
             .find(|r| r.stamp.as_deref() == Some(sik.as_str()));
         let mut args: Vec<std::ffi::OsString> = vec![
@@ -403,7 +403,7 @@ impl Trial<'_> {
     /// `entities·STATE`: refunds or settlements the rail created, and the intent's state.
     fn snapshot(&self) -> Result<String, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let entities = verdict::created_entities(&journal)?.len();
+        let entities = verdict::created_entities(&journal).len();
         let state = ledger_state(&self.files.ledger)?;
         Ok(format!(
             "{entities}·{}",
@@ -413,7 +413,7 @@ impl Trial<'_> {
 
     fn evidence(&mut self) -> Result<Evidence, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
-        let entities = verdict::created_entities(&journal)?;
+        let entities = verdict::created_entities(&journal);
         let facts = ledger_facts(&self.files.ledger)?;
         let unattributed = facts.unattributed(&self.processes);
         if !unattributed.is_empty() {

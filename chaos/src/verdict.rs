@@ -5,8 +5,9 @@ use std::fmt;
 
 use interlock_machine::invariants::{self, RailEntity};
 use interlock_machine::{IntentCore, State};
+use interlock_rail_mock::harness::{EntityKind, Inspection};
+use interlock_spec::action::STAMP_NOTE_KEY;
 use interlock_spec::ids::Sik;
-use serde_json::Value;
 
 /// What went wrong in a trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -106,36 +107,21 @@ pub struct Entity {
 }
 
 /// The refunds and settlements the rail created (ids the mock mints: `rfnd_MOCK…`,
-/// `setlod_MOCK…`), from `inspect`'s JSON.
-pub fn created_entities(journal: &Value) -> Result<Vec<Entity>, String> {
-    let mut created = Vec::new();
-    for (list, prefix, amount_field) in [
-        ("refunds", "rfnd_MOCK", "amount"),
-        ("settlements", "setlod_MOCK", "amount_requested"),
-    ] {
-        let items = journal[list]
-            .as_array()
-            .ok_or_else(|| format!("the journal has no {list} array"))?;
-        for item in items {
-            let id = item["id"].as_str().ok_or("an entity without an id")?;
-            if !id.starts_with(prefix) {
-                continue;
-            }
-            let subject = match item["payment_id"].as_str() {
-                Some(payment) => payment.to_owned(),
-                None => BALANCE_SUBJECT.to_owned(),
-            };
-            created.push(Entity {
-                id: id.to_owned(),
-                subject,
-                amount: item[amount_field]
-                    .as_u64()
-                    .ok_or_else(|| format!("{id}: {amount_field} is not an integer"))?,
-                stamp: item["notes"]["interlock_sik"].as_str().map(str::to_owned),
-            });
-        }
-    }
-    Ok(created)
+/// `setlod_MOCK…`), from `inspect`.
+pub fn created_entities(journal: &Inspection) -> Vec<Entity> {
+    journal
+        .entities()
+        .filter(|e| match e.kind {
+            EntityKind::Refund => e.id.starts_with("rfnd_MOCK"),
+            EntityKind::Settlement => e.id.starts_with("setlod_MOCK"),
+        })
+        .map(|e| Entity {
+            id: e.id.to_owned(),
+            subject: e.payment_id.unwrap_or(BALANCE_SUBJECT).to_owned(),
+            amount: e.amount,
+            stamp: e.note(STAMP_NOTE_KEY).map(str::to_owned),
+        })
+        .collect()
 }
 
 /// What the ledger says happened, as the verdict reads it: who decided, who claimed which
@@ -423,7 +409,7 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
         if entity.stamp.is_none() {
             flag(
                 Kind::Unstamped,
-                format!("{} carries no interlock_sik", entity.id),
+                format!("{} carries no {STAMP_NOTE_KEY}", entity.id),
             );
         }
     }
@@ -872,23 +858,28 @@ mod tests {
 
     #[test]
     fn only_entities_the_rail_minted_are_counted() {
-        let journal = serde_json::json!({
+        let journal: Inspection = serde_json::from_value(serde_json::json!({
+            "journal": "rail.db", "currency": "INR", "balance": 0,
+            "call_counters": {"list_calls": 0, "money_calls": 2, "read_calls": 0},
+            "payments": [], "orders": [],
             "refunds": [
-                {"id": "rfnd_SEED000001", "payment_id": "pay_X", "amount": 100, "notes": {}},
-                {"id": "rfnd_MOCK0000000001", "payment_id": "pay_X", "amount": 500,
-                 "notes": {"interlock_sik": SIK}, "receipt": format!("ilk_{SIK}")},
+                {"id": "rfnd_SEED000001", "payment_id": "pay_X", "amount": 100, "fee": 0,
+                 "tax": 0, "receipt": null, "notes": {}},
+                {"id": "rfnd_MOCK0000000001", "payment_id": "pay_X", "amount": 500, "fee": 0,
+                 "tax": 0, "notes": {"interlock_sik": SIK}, "receipt": format!("ilk_{SIK}")},
             ],
             "settlements": [
-                {"id": "setlod_SEED000001", "amount_requested": 1000, "fees": 0, "notes": {}},
-                {"id": "setlod_MOCK0000000001", "amount_requested": 700, "fees": 2,
-                 "notes": {"interlock_sik": SIK}},
+                {"id": "setlod_SEED000001", "amount_requested": 1000, "fees": 0, "tax": 0,
+                 "description": null, "notes": {}},
+                {"id": "setlod_MOCK0000000001", "amount_requested": 700, "fees": 2, "tax": 0,
+                 "description": null, "notes": {"interlock_sik": SIK}},
             ],
-        });
-        let created = created_entities(&journal).unwrap();
+        }))
+        .unwrap();
+        let created = created_entities(&journal);
         assert_eq!(created.len(), 2);
         assert_eq!(created[0].stamp.as_deref(), Some(SIK));
         assert_eq!(created[1].subject, BALANCE_SUBJECT);
         assert_eq!(created[1].amount, 700);
-        assert!(created_entities(&serde_json::json!({})).is_err());
     }
 }

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use interlock_rail_mock::harness::{BIN_NAME, MockCommand};
+use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 /// The payment every refund trial refunds.
@@ -43,7 +45,7 @@ impl Bins {
     pub fn in_dir(dir: &Path) -> Result<Bins, String> {
         let bins = Bins {
             interlock: dir.join("interlock"),
-            mock: dir.join("interlock-rail-mock"),
+            mock: dir.join(BIN_NAME),
         };
         for path in [&bins.interlock, &bins.mock] {
             if !path.is_file() {
@@ -87,7 +89,7 @@ impl Bins {
             build
                 .current_dir(workspace)
                 .args(["build", "-q", "--bins", "-p", "interlock", "-p"])
-                .arg("interlock-rail-mock")
+                .arg(BIN_NAME)
                 .args(features)
                 .arg("--target-dir")
                 .arg(target_dir);
@@ -107,7 +109,7 @@ impl Bins {
         let aside = target_profile_dir.join("interlock-chaos-bins");
         std::fs::create_dir_all(&aside)
             .map_err(|e| format!("cannot create {}: {e}", aside.display()))?;
-        for name in ["interlock", "interlock-rail-mock"] {
+        for name in ["interlock", BIN_NAME] {
             std::fs::copy(target_profile_dir.join(name), aside.join(name))
                 .map_err(|e| format!("cannot copy {name} to {}: {e}", aside.display()))?;
         }
@@ -119,10 +121,12 @@ impl Bins {
     pub fn pins(&self, seed: &Path) -> Result<Value, String> {
         let out = Command::new(&self.interlock)
             .args(["pin", "--json", "--"])
-            .arg(&self.mock)
-            .arg("--seed")
-            .arg(seed)
-            .args(["--log-level", "error"])
+            .args(
+                MockCommand::new(&self.mock)
+                    .seed(seed)
+                    .log_level("error")
+                    .argv(),
+            )
             .env("RUST_LOG", "error")
             .output()
             .map_err(|e| format!("cannot run interlock pin: {e}"))?;
@@ -174,81 +178,14 @@ pub fn seed() -> Value {
 /// trial has a ledger of its own, and a window boundary mid-trial would make the retry a new
 /// settlement).
 pub fn mandate(pins: &Value) -> Result<String, String> {
-    let pin = |tool: &str| {
-        pins["tools"][tool]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("pin --json has no pin for {tool}"))
-    };
-    let text = |field: &str| {
-        pins[field]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("pin --json has no {field}"))
-    };
-    Ok(format!(
-        r#"v: 1
-mandate_id: mnd_chaos
-merchant_id: acc_CHAOS00001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 4000000000000
-purpose: "Refund customers (chaos matrix)"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 100
-        currencies: [INR]
-    create_instant_settlement:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 200
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: 40
-      max_amount_minor: 2000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 20000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-  create_instant_settlement:
-    key_fields: [description]
-    window_ms: null
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-    create_instant_settlement:
-      sha256: "{p3}"
-      trust_tier: "pinned"
-"#,
-        server_id = text("server_id")?,
-        manifest = text("manifest_sha256")?,
-        p1 = pin("fetch_payment")?,
-        p2 = pin("create_refund")?,
-        p3 = pin("create_instant_settlement")?,
-    ))
+    Ok(Template::refund_desk(AGENT)
+        .mandate_id("mnd_chaos")
+        .merchant_id("acc_CHAOS00001")
+        .purpose("Refund customers (chaos matrix)")
+        .expires_at(4_000_000_000_000)
+        .max_amount("create_instant_settlement", 500_000)
+        .on_unresolvable("create_instant_settlement", None)
+        .idempotency("create_instant_settlement", &["description"], None)
+        .pinned_by(pins)?
+        .yaml())
 }

@@ -15,37 +15,26 @@ use interlock_engine::memory_rail::MemoryRail;
 use interlock_engine::{Engine, EngineConfig, Ledger, Outcome, SystemClock};
 use interlock_spec::action::{self, ActionKind};
 use interlock_spec::ids::{AgentId, MerchantId, ToolName};
-use interlock_spec::mandate::Mandate;
+use interlock_spec::mandate::template::Template;
 use interlock_spec::money::Minor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PIN: &str = "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893";
 
-const MANDATE: &str = r#"
-v: 1
-mandate_id: mnd_bench
-merchant_id: acc_BENCH
-agent_id: agent_bench
-issued_at: 1700000000000
-expires_at: 4000000000000
-purpose: "benchmark"
-scope:
-  grants:
-    create_refund:
-      reversibility: irreversible
-      value: {max_amount_minor: 500000, min_amount_minor: 100, currencies: [INR]}
-limits:
-  windows:
-    - {window_ms: 86400000, max_calls: 1000000, max_amount_minor: 9000000000000, currency: INR}
-  fee_budgets:
-    INR: {window_ms: 86400000, max_fee_minor: 9000000000000}
-provenance:
-  server_id: "bench-rail"
-  manifest_sha256: "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893"
-  pinned_manifests:
-    create_refund: {sha256: "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893", trust_tier: pinned}
-"#;
+/// One refund tool, pinned, with limits no run reaches.
+fn mandate() -> Template {
+    Template::new("agent_bench")
+        .mandate_id("mnd_bench")
+        .merchant_id("acc_BENCH")
+        .purpose("benchmark")
+        .expires_at(4_000_000_000_000)
+        .money("create_refund", 100, 500_000)
+        .window(1_000_000, 9_000_000_000_000)
+        .fee_budget(9_000_000_000_000)
+        .pinned("bench-rail", PIN)
+        .pin("create_refund", PIN)
+}
 
 fn main() {
     let mut refunds = 10_000usize;
@@ -68,7 +57,7 @@ fn main() {
     for i in 0..refunds {
         rail.add_payment(&format!("pay_b{i}"), 100_000, 0, None);
     }
-    let mandate = Mandate::parse_yaml(MANDATE).expect("the benchmark mandate validates");
+    let mandate = mandate().build().expect("the benchmark mandate validates");
     let ledger = Ledger::open(&path).expect("the ledger opens");
     let engine = Engine::new(ledger, rail, clock, mandate, EngineConfig::new("bench"))
         .expect("the engine starts");

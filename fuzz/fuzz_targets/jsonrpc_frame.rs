@@ -26,6 +26,7 @@ use interlock_rail_mock::seed::{DEMO_SEED_NAME, Seed};
 use interlock_rail_mock::server::{RailConfig, RailServer};
 use interlock_spec::ids::AgentId;
 use interlock_spec::mandate::Mandate;
+use interlock_spec::mandate::template::Template;
 use libfuzzer_sys::fuzz_target;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -77,49 +78,19 @@ async fn rail(seed: &Seed) -> (Upstream, tokio::sync::watch::Sender<bool>) {
 /// The tests' mandate (`proxy/tests/common`), pinned to the mock's live tools.
 fn mandate(server_id: &str, pins: &serde_json::Map<String, Value>) -> Mandate {
     let pin = |tool: &str| pins[tool].as_str().expect("the mock offers it").to_owned();
-    let yaml = format!(
-        r#"v: 1
-mandate_id: mnd_fuzz
-merchant_id: acc_DEMO000001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 4000000000000
-purpose: "Refund duplicate customer charges"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value: {{max_amount_minor: 0, min_amount_minor: 0, currencies: [INR]}}
-    create_refund:
-      reversibility: irreversible
-      value: {{max_amount_minor: 500000, min_amount_minor: 100, currencies: [INR]}}
-      max_refunds_per_payment: 3
-    create_instant_settlement:
-      reversibility: irreversible
-      on_unresolvable: hold
-      value: {{max_amount_minor: 100000, min_amount_minor: 200, currencies: [INR]}}
-limits:
-  windows:
-    - {{window_ms: 86400000, max_calls: 40, max_amount_minor: 2000000, currency: INR}}
-  fee_budgets:
-    INR: {{window_ms: 86400000, max_fee_minor: 20000}}
-idempotency:
-  create_refund: {{key_fields: [payment_id], window_ms: null}}
-  create_instant_settlement: {{key_fields: [description], window_ms: 86400000}}
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{zero}"
-  pinned_manifests:
-    fetch_payment: {{sha256: "{p1}", trust_tier: pinned}}
-    create_refund: {{sha256: "{p2}", trust_tier: pinned}}
-    create_instant_settlement: {{sha256: "{p3}", trust_tier: pinned}}
-"#,
-        zero = "0".repeat(64),
-        p1 = pin("fetch_payment"),
-        p2 = pin("create_refund"),
-        p3 = pin("create_instant_settlement"),
-    );
-    Mandate::parse_yaml(&yaml).unwrap_or_else(|e| panic!("the fuzz mandate: {e}"))
+    Template::refund_desk(AGENT)
+        .mandate_id("mnd_fuzz")
+        .expires_at(4_000_000_000_000)
+        .max_refunds_per_payment("create_refund", 3)
+        .pinned(server_id, &"0".repeat(64))
+        .pin("fetch_payment", &pin("fetch_payment"))
+        .pin("create_refund", &pin("create_refund"))
+        .pin(
+            "create_instant_settlement",
+            &pin("create_instant_settlement"),
+        )
+        .build()
+        .unwrap_or_else(|e| panic!("the fuzz mandate: {e}"))
 }
 
 fn world() -> &'static World {

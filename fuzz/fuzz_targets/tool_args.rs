@@ -6,7 +6,7 @@
 //! absent; every argument it keeps has a canonical form; and key order does not change it.
 #![no_main]
 
-use interlock_spec::action::{self, ActionKind, ProposedAction};
+use interlock_spec::action::{self, ActionKind, ProposedAction, STAMP_NOTE_KEY};
 use interlock_spec::canonical::canonical_json;
 use interlock_spec::ids::{AgentId, MerchantId, ToolName};
 use interlock_spec::money::MINOR_MAX;
@@ -87,8 +87,8 @@ fuzz_target!(|data: &[u8]| {
     );
     assert!(args.get("receipt").is_none(), "receipt is the stamp's");
     assert!(
-        args["notes"].get("interlock_sik").is_none(),
-        "notes.interlock_sik is the stamp's"
+        args["notes"].get(STAMP_NOTE_KEY).is_none(),
+        "notes.{STAMP_NOTE_KEY} is the stamp's"
     );
     let kept = Value::Object(action.passthrough.clone());
     canonical_json(&kept).expect("kept arguments are canonical");

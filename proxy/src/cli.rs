@@ -585,6 +585,66 @@ pub(crate) fn upstream_tools(
     })
 }
 
+/// How much of an upstream's stderr [`upstream_tools_quietly`] keeps: the end of it.
+const UPSTREAM_STDERR_KEPT_BYTES: usize = 16 * 1024;
+
+/// As [`upstream_tools`], with the upstream's stderr captured rather than inherited: `init`
+/// interviews a person on this terminal, and the upstream's own logs would scroll through the
+/// questions. What it wrote is shown only if listing its tools fails.
+fn upstream_tools_quietly(upstream: &[String]) -> Result<(String, Vec<rmcp::model::Tool>), String> {
+    use tokio::io::AsyncReadExt;
+    let (program, args) = upstream
+        .split_first()
+        .ok_or("no upstream command given (after --)")?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut command = tokio::process::Command::new(program);
+        command.args(args);
+        let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
+        // Read to the end, so the upstream never blocks on a full pipe; keep the tail.
+        let captured = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let Some(mut stderr) = stderr else {
+                return kept;
+            };
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
+                kept.extend_from_slice(&chunk[..n]);
+                let over = kept.len().saturating_sub(UPSTREAM_STDERR_KEPT_BYTES);
+                kept.drain(..over);
+            }
+            kept
+        });
+        let listed = async {
+            let upstream = Upstream::over(transport, Duration::from_secs(20)).await?;
+            let tools = upstream.tools().await.map_err(|e| e.to_string())?;
+            let id = upstream.server_id.clone();
+            upstream.close().await;
+            Ok::<_, String>((id, tools))
+        }
+        .await;
+        match listed {
+            Ok(found) => Ok(found),
+            Err(why) => {
+                // The upstream failed or is going: what it said on the way out explains why.
+                let said = tokio::time::timeout(Duration::from_secs(2), captured)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                let said = String::from_utf8_lossy(&said);
+                match said.trim_end() {
+                    "" => Err(why),
+                    said => Err(format!("{why}; the upstream's stderr:\n{said}")),
+                }
+            }
+        }
+    })
+}
+
 /// The pins of `tools` for which `wanted` holds, as a mandate's `provenance:` section, with
 /// the manifest hash (over every tool the upstream offers) and the pins as JSON.
 pub(crate) fn provenance_section(
@@ -628,7 +688,7 @@ fn init(args: InitArgs) -> Result<(), String> {
     let pinned = if args.upstream.is_empty() {
         None
     } else {
-        Some(upstream_tools(&args.upstream)?)
+        Some(upstream_tools_quietly(&args.upstream)?)
     };
     let offered: Vec<String> = match &pinned {
         Some((_, tools)) => {
@@ -697,7 +757,11 @@ fn init(args: InitArgs) -> Result<(), String> {
 
 fn pin(args: PinArgs) -> Result<(), String> {
     let (server_id, tools) = upstream_tools(&args.upstream)?;
-    let mandate = args.mandate.as_deref().map(load_mandate).transpose()?;
+    let mandate = args
+        .mandate
+        .as_deref()
+        .map(load_mandate_to_pin)
+        .transpose()?;
     let wanted = |name: &str| {
         mandate.as_ref().is_none_or(|m| {
             interlock_spec::ids::ToolName::parse(name).is_ok_and(|t| m.grant(&t).is_some())
@@ -737,6 +801,43 @@ fn pin(args: PinArgs) -> Result<(), String> {
     let out = json!({"server_id": server_id, "manifest_sha256": manifest_sha256, "tools": pins});
     print(args.json, &out, || section.trim_end().to_owned());
     Ok(())
+}
+
+/// The mandate at `path` for `pin`, which is what fills its provenance in: a mandate whose only
+/// problems are in its `provenance:` block (none yet, `pinned_manifests: {}` without a
+/// `manifest_sha256`, a blank hash) is read without that block. Any other problem refuses it
+/// as [`load_mandate`] does, naming the path (and the line: the block's lines are blanked,
+/// not removed).
+fn load_mandate_to_pin(path: &Path) -> Result<Mandate, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
+    if let Ok(mandate) = Mandate::parse_yaml(&text) {
+        return Ok(mandate);
+    }
+    let mandate = Mandate::parse_yaml(&without_provenance(&text))
+        .map_err(|e| format!("mandate {} is invalid: {e}", path.display()))?;
+    eprintln!(
+        "interlock: the provenance of {} is missing or incomplete; pin fills it in with --write",
+        path.display()
+    );
+    Ok(mandate)
+}
+
+/// `text` with the lines of its top-level `provenance:` block made blank.
+fn without_provenance(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut skipping = false;
+    for line in text.lines() {
+        let top_level = !line.is_empty() && !line.starts_with([' ', '\t', '#']);
+        if top_level {
+            skipping = line.starts_with("provenance:");
+        }
+        if !skipping {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Replaces the top-level `provenance:` block of the mandate at `path` (or appends one), checks

@@ -8,6 +8,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use interlock_rail_mock::harness::{self, EntityKind, Inspection, MockCommand};
+use interlock_spec::action::STAMP_NOTE_KEY;
+use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -20,7 +23,7 @@ const AGENT: &str = "agent_support_bot";
 const CALL_BOUND: Duration = Duration::from_secs(30);
 
 /// The mock rail's binary name, looked up next to the running `interlock`.
-const MOCK: &str = "interlock-rail-mock";
+const MOCK: &str = harness::BIN_NAME;
 
 /// `--json`: the story goes to stderr and one JSON document to stdout at the end. A static,
 /// because the demo is one run of one process and `say!` is used from free functions.
@@ -200,64 +203,49 @@ impl Demo {
     }
 
     /// The mock's journal, from `inspect`.
-    fn inspect(&self) -> Result<Value, String> {
-        let out = Command::new(&self.mock)
-            .arg("inspect")
-            .arg("--journal")
-            .arg(&self.journal)
-            .args(["--log-level", "error"])
-            .output()
-            .map_err(|e| format!("cannot run {MOCK} inspect: {e}"))?;
-        expect(out.status.success(), || {
-            format!(
-                "{MOCK} inspect failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?;
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("inspect printed no JSON: {e}"))
+    fn inspect(&self) -> Result<Inspection, String> {
+        harness::inspect(&self.mock, &self.journal)
     }
 
     fn money_calls(&self) -> Result<u64, String> {
-        Ok(self.inspect()?["call_counters"]["money_calls"]
-            .as_u64()
-            .unwrap_or(0))
+        Ok(self.inspect()?.call_counters.money_calls)
     }
 
     /// Refunds of `payment_id` carrying an Interlock stamp.
     fn stamped_refunds_of(&self, payment_id: &str) -> Result<usize, String> {
-        Ok(self.inspect()?["refunds"]
-            .as_array()
-            .map(|rs| {
-                rs.iter()
-                    .filter(|r| r["payment_id"] == payment_id)
-                    .filter(|r| r["notes"]["interlock_sik"].is_string())
-                    .count()
-            })
-            .unwrap_or(0))
+        Ok(self
+            .inspect()?
+            .entities()
+            .filter(|e| e.payment_id == Some(payment_id) && e.note(STAMP_NOTE_KEY).is_some())
+            .count())
+    }
+
+    /// The mock on the demo's journal, seeded with the embedded demo seed; `faults` if any.
+    fn rail(&self, faults: &str) -> MockCommand {
+        MockCommand::new(&self.mock)
+            .journal(&self.journal)
+            .seed("demo")
+            .log_level("error")
+            .faults(faults)
     }
 
     /// Seeds the journal: the mock started once on it with `--seed demo`, stdin closed at once.
     fn seed(&self) -> Result<(), String> {
-        let status = Command::new(&self.mock)
-            .arg("--journal")
-            .arg(&self.journal)
-            .args(["--seed", "demo", "--log-level", "error"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .map_err(|e| format!("cannot run {MOCK}: {e}"))?;
-        expect(status.success(), || {
-            "seeding the mock journal failed".into()
-        })
+        self.rail("")
+            .run_to_end()
+            .map_err(|e| format!("seeding the mock journal failed: {e}"))
     }
 
     /// The pins of the mock's live tools, from `interlock pin --json`.
     fn pins(&self) -> Result<Value, String> {
-        let mock = self.mock.as_os_str();
-        let args = ["pin", "--json", "--"].map(std::ffi::OsStr::new);
-        let mut all: Vec<&std::ffi::OsStr> = args.to_vec();
-        all.push(mock);
-        all.extend(["--seed", "demo", "--log-level", "error"].map(std::ffi::OsStr::new));
+        let mut all: Vec<std::ffi::OsString> = vec!["pin".into(), "--json".into(), "--".into()];
+        all.extend(
+            MockCommand::new(&self.mock)
+                .seed("demo")
+                .log_level("error")
+                .argv(),
+        );
+        let all: Vec<&std::ffi::OsStr> = all.iter().map(|a| a.as_os_str()).collect();
         let (ok, stdout, stderr) = self.interlock(&all)?;
         expect(ok, || format!("interlock pin failed: {stderr}"))?;
         serde_json::from_str(&stdout).map_err(|e| format!("pin printed no JSON: {e}"))
@@ -277,73 +265,14 @@ impl Demo {
                 Ok(real.to_owned())
             }
         };
-        let yaml = format!(
-            r#"v: 1
-mandate_id: mnd_demo
-merchant_id: acc_DEMO000001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 2000000000000
-purpose: "Refund duplicate customer charges"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 100
-        currencies: [INR]
-    create_instant_settlement:
-      reversibility: irreversible
-      on_unresolvable: hold
-      value:
-        max_amount_minor: 100000
-        min_amount_minor: 200
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: 40
-      max_amount_minor: 2000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 20000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-  create_instant_settlement:
-    key_fields: [description]
-    window_ms: 86400000
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-    create_instant_settlement:
-      sha256: "{p3}"
-      trust_tier: "pinned"
-"#,
-            server_id = pins["server_id"].as_str().unwrap_or_default(),
-            manifest = pins["manifest_sha256"].as_str().unwrap_or_default(),
-            p1 = pin("fetch_payment")?,
-            p2 = pin("create_refund")?,
-            p3 = pin("create_instant_settlement")?,
-        );
-        std::fs::write(path, yaml).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        let mut mandate = Template::refund_desk(AGENT)
+            .mandate_id("mnd_demo")
+            .pinned_by(pins)?;
+        if let Some(tool) = drift {
+            mandate = mandate.pin(tool, &pin(tool)?);
+        }
+        std::fs::write(path, mandate.yaml())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
     /// Starts `interlock serve` (mandate, db, faults, flags) and connects to it.
@@ -363,10 +292,7 @@ provenance:
             .args(["--agent", AGENT])
             .args(flags)
             .arg("--")
-            .arg(&self.mock)
-            .arg("--journal")
-            .arg(&self.journal)
-            .args(["--seed", "demo", "--log-level", "error", "--faults", faults])
+            .args(self.rail(faults).argv())
             .env("RUST_LOG", "error")
             .env_remove("RAZORPAY_KEY_ID");
         let (transport, _stderr) = TokioChildProcess::builder(cmd)
@@ -524,9 +450,7 @@ provenance:
         say!(
             "\n6) held settlement: create_instant_settlement 10000; the balance read outlives the call bound"
         );
-        let reads = self.inspect()?["call_counters"]["read_calls"]
-            .as_u64()
-            .unwrap_or(0);
+        let reads = self.inspect()?.call_counters.read_calls;
         let slow = format!("slow=2500@{}", reads + 1);
         let proxy = self
             .proxy(
@@ -557,11 +481,9 @@ provenance:
             os("the balance was checked by hand"),
             os("--json"),
             os("--"),
-            self.mock.as_os_str(),
-            os("--journal"),
-            self.journal.as_os_str(),
         ];
-        approve.extend(["--seed", "demo", "--log-level", "error"].map(os));
+        let rail = self.rail("").argv();
+        approve.extend(rail.iter().map(|a| a.as_os_str()));
         let (ok, stdout, stderr) = self.interlock(&approve)?;
         expect(ok, || format!("step 6: approve failed: {stdout} {stderr}"))?;
         let approved: Value = serde_json::from_str(&stdout)
@@ -602,21 +524,21 @@ provenance:
             serde_json::from_str(&json_text).map_err(|e| format!("ledger list JSON: {e}"))?;
         let journal = self.inspect()?;
         // (stamp, entity id, what, subject, amount) of every entity on the rail.
-        let mut entities: Vec<(Option<String>, String, &str, String, u64)> = Vec::new();
-        for (kind, what) in [("refunds", "refund"), ("settlements", "settlement")] {
-            for e in journal[kind].as_array().into_iter().flatten() {
-                entities.push((
-                    e["notes"]["interlock_sik"].as_str().map(str::to_owned),
-                    e["id"].as_str().unwrap_or("?").to_owned(),
-                    what,
-                    e["payment_id"].as_str().unwrap_or("balance").to_owned(),
-                    e["amount"]
-                        .as_u64()
-                        .or_else(|| e["amount_requested"].as_u64())
-                        .unwrap_or(0),
-                ));
-            }
-        }
+        let entities: Vec<(Option<String>, String, &str, String, u64)> = journal
+            .entities()
+            .map(|e| {
+                (
+                    e.note(STAMP_NOTE_KEY).map(str::to_owned),
+                    e.id.to_owned(),
+                    match e.kind {
+                        EntityKind::Refund => "refund",
+                        EntityKind::Settlement => "settlement",
+                    },
+                    e.payment_id.unwrap_or("balance").to_owned(),
+                    e.amount,
+                )
+            })
+            .collect();
         let stamps: Vec<(String, String)> = entities
             .iter()
             .filter_map(|(stamp, id, ..)| stamp.clone().map(|s| (s, id.clone())))
@@ -672,7 +594,10 @@ provenance:
                 );
             }
         }
-        say!("rail call counters: {}", journal["call_counters"]);
+        say!(
+            "rail call counters: {}",
+            serde_json::to_string(&journal.call_counters).unwrap_or_default()
+        );
 
         // Invariant: each stamp once in the rail, and the stamped entities are exactly the
         // ledger's APPLIED intents.

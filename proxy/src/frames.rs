@@ -168,8 +168,22 @@ async fn write_out<W: AsyncWrite + Unpin>(
         };
         let mut frame = line.into_bytes();
         frame.push(b'\n');
-        if output.write_all(&frame).await.is_err() || output.flush().await.is_err() {
-            break;
+        let written = match output.write_all(&frame).await {
+            Ok(()) => output.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            // The agent closed its end: a normal end of a session, not an error. What rmcp
+            // still has to say (answers to calls in flight) is read and dropped, so rmcp's
+            // own writes succeed and it ends as it does when the agent hangs up cleanly.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                tracing::debug!("the agent closed its end; answers still in flight are dropped");
+            } else {
+                tracing::warn!("cannot write to stdout ({e}); answers still in flight are dropped");
+            }
+            drop(errors);
+            let _ = tokio::io::copy(lines.get_mut(), &mut tokio::io::sink()).await;
+            return;
         }
     }
     // Answers to frames read before rmcp stopped still go out.
@@ -236,6 +250,29 @@ mod tests {
         let mut long = long;
         long[0] = b'{';
         assert_eq!(code(judge(&long)).0, INVALID_REQUEST);
+    }
+
+    /// An agent that closes its end while answers are in flight is a normal end: rmcp's own
+    /// writes still succeed (they are read and dropped), so it logs no send failure.
+    #[tokio::test]
+    async fn a_closed_agent_end_does_not_break_rmcps_writes() {
+        let (agent_in, _agent_keeps_stdin_open) = tokio::io::duplex(64);
+        let (stdout, agent_reads) = tokio::io::duplex(64);
+        drop(agent_reads);
+        let ((_rmcp_in, mut rmcp_out), writer) = guard(agent_in, stdout);
+        let answer = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+        // Past the pipe's buffer: only a reader on the other side lets these through.
+        for _ in 0..(4 * PIPE_BYTES / answer.len()) {
+            rmcp_out
+                .write_all(answer)
+                .await
+                .expect("rmcp's write succeeds after the agent has gone");
+        }
+        drop(rmcp_out);
+        tokio::time::timeout(std::time::Duration::from_secs(5), writer)
+            .await
+            .expect("the writer ends once rmcp has")
+            .expect("the writer does not panic");
     }
 
     #[tokio::test]

@@ -109,7 +109,7 @@ pub fn interview(
             0
         } else {
             ask.parse("Most money-moving calls per day", Some("40"), |text| {
-                let calls = minor(text).and_then(|v| positive(v, "the daily calls"))?;
+                let calls = count(text, "calls").and_then(|v| positive(v, "the daily calls"))?;
                 u32::try_from(calls).map_err(|_| format!("{calls} calls is too many"))
             })?
         };
@@ -117,7 +117,7 @@ pub fn interview(
     };
     let approver = ask.text("Who approves exceptions (a name or team)", None)?;
     let lifetime_days = ask.parse("Days the mandate stays in force", Some("30"), |text| {
-        let days = minor(text).and_then(|v| positive(v, "the lifetime"))?;
+        let days = count(text, "days").and_then(|v| positive(v, "the lifetime"))?;
         if days > LIFETIME_DAYS_MAX {
             return Err(format!(
                 "{days} days is over the {LIFETIME_DAYS_MAX}-day limit"
@@ -210,6 +210,18 @@ fn minor(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(value)
+}
+
+/// A count of `unit` (calls, days): digits only, so `1.5`, `-1` and `1,000` are refused in a
+/// count's words, not money's.
+fn count(text: &str, unit: &str) -> Result<u64, String> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} is not a whole number of {unit} (digits only)"
+        ));
+    }
+    text.parse()
+        .map_err(|_| format!("{text} {unit} is too many"))
 }
 
 fn positive(value: u64, what: &str) -> Result<u64, String> {
@@ -365,6 +377,31 @@ mod tests {
         assert!(
             err.contains("after 3 tries") && err.contains("nothing written"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn counts_are_refused_in_a_counts_words_not_moneys() {
+        // The calls per day, then the lifetime in days: a bad answer, then a good one.
+        let script = GOOD
+            .replace("2000000\n\n", "2000000\n2.5\n12\n")
+            .replace("ops-team\n\n", "ops-team\nsoon\n7\n");
+        let mut input = std::io::Cursor::new(script.into_bytes());
+        let mut prompts = Vec::new();
+        let answers = interview(&mut input, &mut prompts, &offered()).unwrap();
+        assert_eq!((answers.daily_calls, answers.lifetime_days), (12, 7));
+        let prompts = String::from_utf8(prompts).unwrap();
+        assert!(
+            prompts.contains("\"2.5\" is not a whole number of calls"),
+            "{prompts}"
+        );
+        assert!(
+            prompts.contains("\"soon\" is not a whole number of days"),
+            "{prompts}"
+        );
+        assert!(
+            !prompts.contains("not a whole number of minor units"),
+            "{prompts}"
         );
     }
 

@@ -106,3 +106,28 @@ fn the_demo_with_json_prints_one_document_and_tells_the_story_on_stderr() {
     );
     assert!(stderr.contains("demo passed in"), "{stderr}");
 }
+
+/// A passing demo logs no error and no warning: each session it ends, it ends by closing its
+/// end of a pipe, and a peer hanging up is the normal end of an MCP session (rmcp used to log
+/// `ERROR … failed to send pending response during drain error=Broken pipe` for the mock's
+/// answer to the call it was hanging in step 4).
+#[test]
+fn a_passing_demo_logs_no_error_and_no_warning() {
+    mock_bin();
+    let out = Command::new(BIN)
+        .arg("demo")
+        // The default log filters, as a person running the demo has them.
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run interlock demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("demo passed in"), "{stdout}");
+    for line in stdout.lines().chain(stderr.lines()) {
+        assert!(
+            !line.contains(" ERROR ") && !line.contains(" WARN "),
+            "a passing demo logged {line:?}:\n{stdout}\n{stderr}"
+        );
+    }
+}

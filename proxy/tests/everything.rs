@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use common::*;
+use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
@@ -63,47 +64,15 @@ fn pins() -> Value {
 }
 
 fn mandate(dir: &Path, pins: &Value, echo_pin: &str) -> PathBuf {
-    let yaml = format!(
-        r#"v: 1
-mandate_id: mnd_everything
-merchant_id: acc_DEMO000001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 2000000000000
-purpose: "Echo only"
-scope:
-  grants:
-    echo:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    {WRITE}:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-limits:
-  windows: []
-  fee_budgets: {{}}
-idempotency: {{}}
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    echo:
-      sha256: "{echo_pin}"
-      trust_tier: "pinned"
-    {WRITE}:
-      sha256: "{write_pin}"
-      trust_tier: "pinned"
-"#,
-        server_id = pins["server_id"].as_str().unwrap(),
-        manifest = pins["manifest_sha256"].as_str().unwrap(),
-        write_pin = pins["tools"][WRITE].as_str().unwrap(),
-    );
+    let yaml = Template::new(AGENT)
+        .mandate_id("mnd_everything")
+        .purpose("Echo only")
+        .read("echo")
+        .read(WRITE)
+        .pinned_by(pins)
+        .unwrap()
+        .pin("echo", echo_pin)
+        .yaml();
     let path = dir.join("mandate.yaml");
     std::fs::write(&path, yaml).unwrap();
     path

@@ -14,13 +14,21 @@ const ANSWERS: &str = "acc_DEMO000001\nagent_support_bot\nRefund duplicates\n\
     fetch_payment, create_refund\nINR\n500000\n2000000\n40\nops-team\n30\n";
 
 fn init(out: &Path, stdin: &str, upstream: bool) -> (i32, String, String) {
+    let mock: &[&str] = if upstream {
+        &["--seed", "demo", "--log-level", "error"]
+    } else {
+        &[]
+    };
+    init_with(out, stdin, upstream, mock)
+}
+
+/// `interlock init --json --out OUT`, with the mock (and `mock_args`) as its upstream if
+/// `upstream`, answers piped on stdin: (exit code, stdout, stderr).
+fn init_with(out: &Path, stdin: &str, upstream: bool, mock_args: &[&str]) -> (i32, String, String) {
     let mut command = Command::new(BIN);
     command.args(["init", "--json", "--out"]).arg(out);
     if upstream {
-        command
-            .arg("--")
-            .arg(mock_bin())
-            .args(["--seed", "demo", "--log-level", "error"]);
+        command.arg("--").arg(mock_bin()).args(mock_args);
     }
     let mut child = command
         .env("RUST_LOG", "error")
@@ -101,5 +109,51 @@ fn a_float_amount_is_never_written() {
         "{stderr}"
     );
     assert!(stderr.contains("nothing written"), "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn the_upstreams_own_logs_stay_out_of_the_interview_unless_it_fails() {
+    let dir = fresh_dir("init-quiet");
+    let out = dir.join("mandate.yaml");
+    // The mock at its default log level writes INFO lines on stderr as it starts and stops.
+    let (code, _, stderr) = init_with(&out, &format!("{ANSWERS}yes\n"), true, &["--seed", "demo"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.exists());
+    for noise in [" INFO ", "serving MCP on stdio", "interlock_rail_mock"] {
+        assert!(!stderr.contains(noise), "{noise:?} in:\n{stderr}");
+    }
+
+    // An upstream that fails to start: what it said is shown, with the failure.
+    let out = dir.join("failed.yaml");
+    let (code, _, stderr) = init_with(
+        &out,
+        &format!("{ANSWERS}yes\n"),
+        true,
+        &["--seed", "demo", "--faults", "no_such_fault"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("upstream's stderr"), "{stderr}");
+    assert!(stderr.contains("interlock-rail-mock: "), "{stderr}");
+    assert!(stderr.contains("no_such_fault"), "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_bad_count_of_calls_is_refused_as_a_count() {
+    let dir = fresh_dir("init-calls");
+    let out = dir.join("mandate.yaml");
+    let answers = ANSWERS.replace("2000000\n40\n", "2000000\n4.5\nmany\n-1\n");
+    let (code, _, stderr) = init(&out, &format!("{answers}yes\n"), false);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("\"4.5\" is not a whole number of calls"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("minor units (digits"), "{stderr}");
+    assert!(
+        stderr.contains("Most money-moving calls per day"),
+        "{stderr}"
+    );
     assert!(!out.exists());
 }

@@ -6,6 +6,8 @@ mod common;
 use std::ffi::OsStr;
 
 use common::*;
+use interlock_spec::mandate::Mandate;
+use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,6 +218,75 @@ async fn pin_write_repairs_drifted_pins_and_keeps_the_rest_of_the_file() {
     let proxy = scene.proxy("none", &[]).await;
     assert_eq!(proxy.tool_names().await.len(), 3);
     proxy.close().await;
+}
+
+/// `interlock pin --mandate FILE --write -- mock`: (exit code, stdout, stderr).
+fn pin_write(mandate: &std::path::Path) -> (i32, String, String) {
+    let mock = mock_bin().as_os_str().to_owned();
+    interlock(&[
+        OsStr::new("pin"),
+        OsStr::new("--mandate"),
+        mandate.as_os_str(),
+        OsStr::new("--write"),
+        OsStr::new("--json"),
+        OsStr::new("--"),
+        &mock,
+        OsStr::new("--seed"),
+        OsStr::new("demo"),
+        OsStr::new("--log-level"),
+        OsStr::new("error"),
+    ])
+}
+
+#[test]
+fn pin_write_fills_in_a_hand_written_mandate_without_complete_provenance() {
+    let dir = fresh_dir("pin-hand-written");
+    let body = Template::refund_desk(AGENT).yaml();
+    assert!(!body.contains("provenance"));
+    for (name, provenance) in [
+        ("none", ""),
+        ("empty", "provenance:\n  pinned_manifests: {}\n"),
+        ("no-server", "provenance: {}\n"),
+        (
+            "blank",
+            "provenance:\n  server_id: \"\"\n  manifest_sha256: \"\"\n  pinned_manifests: {}\n",
+        ),
+    ] {
+        let path = dir.join(format!("{name}.yaml"));
+        std::fs::write(&path, format!("{body}{provenance}")).unwrap();
+        let (code, stdout, stderr) = pin_write(&path);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        let out: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(out["tools"].as_object().unwrap().len(), 3, "{name}: {out}");
+        // The written file validates in full, pins included, and keeps the rest of the text.
+        let after = std::fs::read_to_string(&path).unwrap();
+        assert!(after.starts_with(&body), "{name}: {after}");
+        let mandate = Mandate::parse_yaml(&after).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let provenance = mandate.provenance.expect("pinned");
+        assert_eq!(provenance.server_id, pins()["server_id"], "{name}");
+        assert_eq!(provenance.pinned_manifests.len(), 3, "{name}");
+        let (code, _, stderr) = interlock(&[
+            OsStr::new("check"),
+            OsStr::new("--mandate"),
+            path.as_os_str(),
+        ]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+    }
+
+    // Any other problem is still refused, naming the file and the path in it.
+    let bad = dir.join("bad.yaml");
+    let text = format!("{body}provenance:\n  pinned_manifests: {{}}\n")
+        .replace("max_amount_minor: 500000", "max_amount_minor: 50");
+    std::fs::write(&bad, &text).unwrap();
+    let (code, _, stderr) = pin_write(&bad);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("bad.yaml"), "{stderr}");
+    assert!(stderr.contains("scope.grants.create_refund"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&bad).unwrap(),
+        text,
+        "left unchanged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

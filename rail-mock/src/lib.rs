@@ -15,12 +15,16 @@
 //! - [`seed`]: the seed format and the embedded demo seed.
 //! - [`faults`]: `--faults` parsing and which faults hit which call.
 //! - [`server`]: the rmcp server handler and the stdio loop.
+//! - [`harness`]: for programs that run the mock as a process: its command line, and
+//!   `inspect`'s output read back into types.
 //!
-//! The crate depends on nothing of Interlock's: it plays someone else's API, so it shares no
-//! parsing or money code with the proxy it tests.
+//! The crate plays someone else's API, so it shares no parsing or money code with the proxy it
+//! tests. From Interlock it takes only a wire constant both ends must agree on: the largest
+//! amount ([`interlock_spec::money::MINOR_MAX`], the mock's [`model::AMOUNT_MAX`]).
 
 pub mod error;
 pub mod faults;
+pub mod harness;
 pub mod journal;
 pub mod model;
 pub mod seed;

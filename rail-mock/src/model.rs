@@ -3,8 +3,15 @@
 
 use serde_json::{Map, Value, json};
 
-/// The largest amount the rail accepts: 2^53 - 1, the largest integer every JSON peer reads exactly.
-pub const AMOUNT_MAX: i64 = (1 << 53) - 1;
+/// The largest amount the rail accepts: Interlock's own bound,
+/// [`interlock_spec::money::MINOR_MAX`] (2^53 − 1, the largest integer every JSON peer reads
+/// exactly). One number for both ends, so no amount the proxy lets through is one the rail
+/// refuses for its size, and the other way round.
+pub const AMOUNT_MAX: i64 = {
+    // The cast is lossless: 2^53 − 1 < i64::MAX.
+    assert!(interlock_spec::money::MINOR_MAX < i64::MAX as u64);
+    interlock_spec::money::MINOR_MAX as i64
+};
 /// Razorpay's smallest refund: ₹1.00.
 pub const REFUND_AMOUNT_MIN: i64 = 100;
 /// Razorpay's smallest instant settlement: ₹2.00.

@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 
 use crate::error::RailError;
@@ -346,6 +346,80 @@ impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
     }
 }
 
+/// Stdout that takes a client's hang-up as the normal end it is: once a write finds the pipe
+/// closed (`EPIPE`), that is logged at debug and every later write is accepted and dropped, so
+/// rmcp, answering a call that was hanging when the client left, does not log a send failure.
+struct HangUpTolerant<W> {
+    inner: W,
+    gone: bool,
+}
+
+impl<W> HangUpTolerant<W> {
+    /// `poll`, with a closed pipe turned into `done`: the client has gone.
+    fn absorb<T>(&mut self, poll: Poll<std::io::Result<T>>, done: T) -> Poll<std::io::Result<T>> {
+        match poll {
+            Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                tracing::debug!("the client closed its end; answers still in flight are dropped");
+                self.gone = true;
+                Poll::Ready(Ok(done))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for HangUpTolerant<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.gone {
+            return Poll::Ready(Ok(buf.len()));
+        }
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.absorb(poll, buf.len())
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.gone {
+            return Poll::Ready(Ok(()));
+        }
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.absorb(poll, ())
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.gone {
+            return Poll::Ready(Ok(()));
+        }
+        let poll = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.absorb(poll, ())
+    }
+}
+
+#[cfg(test)]
+mod hang_up_tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn writes_after_the_client_hung_up_are_dropped_not_failed() {
+        let (ours, theirs) = tokio::io::duplex(64);
+        drop(theirs);
+        let mut out = HangUpTolerant {
+            inner: ours,
+            gone: false,
+        };
+        for _ in 0..3 {
+            out.write_all(b"{}\n").await.expect("accepted");
+            out.flush().await.expect("accepted");
+        }
+        assert!(out.gone);
+        out.shutdown().await.expect("accepted");
+    }
+}
+
 /// Why serving stopped abnormally.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -366,6 +440,10 @@ pub async fn serve_stdio(journal: Journal, config: RailConfig) -> Result<(), Ser
     let stdin = EofSignal {
         inner: reader,
         closed: closed_tx,
+    };
+    let writer = HangUpTolerant {
+        inner: writer,
+        gone: false,
     };
     let server = RailServer::new(journal, config, closed_rx);
     let running = match server.serve((stdin, writer)).await {

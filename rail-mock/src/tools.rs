@@ -544,6 +544,36 @@ mod tests {
     }
 
     #[test]
+    fn the_amount_bound_is_interlocks() {
+        // One bound for the proxy and the rail: accepted at it, refused one above it.
+        assert_eq!(
+            AMOUNT_MAX,
+            i64::try_from(interlock_spec::money::MINOR_MAX).unwrap()
+        );
+        let at = json!(interlock_spec::money::MINOR_MAX);
+        let above = json!(interlock_spec::money::MINOR_MAX + 1);
+        let a = args(json!({"payment_id": "pay_1", "amount": at}));
+        assert_eq!(
+            refund_request(Args::new(Some(&a))).map(|r| r.amount),
+            Ok(9_007_199_254_740_991)
+        );
+        let a = args(json!({"amount": at}));
+        assert_eq!(
+            settlement_request(Args::new(Some(&a))).map(|s| s.amount),
+            Ok(9_007_199_254_740_991)
+        );
+        let too_large =
+            RailError::bad_request("The amount may not be greater than 9007199254740991.");
+        let a = args(json!({"payment_id": "pay_1", "amount": above}));
+        assert_eq!(refund_request(Args::new(Some(&a))).unwrap_err(), too_large);
+        let a = args(json!({"amount": above}));
+        assert_eq!(
+            settlement_request(Args::new(Some(&a))).unwrap_err(),
+            too_large
+        );
+    }
+
+    #[test]
     fn missing_required_arguments_are_named() {
         let err = refund_request(Args::new(None)).unwrap_err();
         assert_eq!(err.description, "The payment_id field is required.");

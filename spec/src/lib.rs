@@ -5,7 +5,7 @@
 //!
 //! # Brief overview
 //!
-//! - [`money`]: [`Minor`](money::Minor), an integer amount in minor units (`0..=2^53`) that
+//! - [`money`]: [`Minor`](money::Minor), an integer amount in minor units (`0..=2^53 - 1`) that
 //!   refuses floats, strings and negatives both from tool arguments
 //!   ([`Minor::positive_from_json`](money::Minor::positive_from_json)) and through serde;
 //!   [`Currency`](money::Currency) (`^[A-Z]{3}$`); [`Money`](money::Money), the two together.

@@ -11,10 +11,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::fmt;
 
-/// Largest amount we accept, in minor units: 2^53. JSON peers (JavaScript, many Python JSON
-/// paths) hold numbers as IEEE doubles, which stop representing every integer above 2^53, so a
-/// larger amount could reach the rail as a different number than the one we checked.
-pub const MINOR_MAX: u64 = 1 << 53;
+/// Largest amount we accept, in minor units: 2^53 − 1 (9007199254740991), JavaScript's
+/// `Number.MAX_SAFE_INTEGER`. JSON peers (JavaScript, many Python JSON paths) hold numbers as
+/// IEEE doubles; 2^53 − 1 is the largest integer `n` for which every such peer reads `n` exactly
+/// *and* tells it apart from `n + 1` (2^53 and 2^53 + 1 are the same double), so an amount in
+/// range reaches the rail as the number we checked. Both ends of Interlock use this one bound:
+/// the proxy's [`Minor`] and the mock rail's argument checks.
+pub const MINOR_MAX: u64 = (1 << 53) - 1;
 
 /// Why a value was refused as an amount of money.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +35,7 @@ pub enum AmountError {
     #[error("amount must be positive, got 0")]
     Zero,
     /// An integer above [`MINOR_MAX`].
-    #[error("amount {0} exceeds the largest accepted amount {MINOR_MAX} (2^53)")]
+    #[error("amount {0} exceeds the largest accepted amount {MINOR_MAX} (2^53 - 1)")]
     TooLarge(u64),
     /// Not a number at all: a boolean, null, array or object.
     #[error("amount must be an integer in minor units, got {0}")]
@@ -213,6 +216,25 @@ mod tests {
         assert_eq!(
             Minor::positive(u64::MAX),
             Err(AmountError::TooLarge(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn the_bound_is_javascripts_largest_safe_integer() {
+        assert_eq!(MINOR_MAX, 9_007_199_254_740_991);
+        // Accepted at the bound, refused one above it, whichever way the amount arrives.
+        assert_eq!(Minor::positive(MINOR_MAX).map(Minor::get), Ok(MINOR_MAX));
+        assert_eq!(
+            Minor::positive(MINOR_MAX + 1),
+            Err(AmountError::TooLarge(9_007_199_254_740_992))
+        );
+        assert_eq!(
+            Minor::from_json(&json!(9_007_199_254_740_991_u64)).map(Minor::get),
+            Ok(MINOR_MAX)
+        );
+        assert_eq!(
+            Minor::from_json(&json!(9_007_199_254_740_992_u64)),
+            Err(AmountError::TooLarge(9_007_199_254_740_992))
         );
     }
 

@@ -3,9 +3,9 @@
 //! notes the harness puts on its own.
 
 use std::path::Path;
-use std::process::Command;
 
-use serde_json::Value;
+use interlock_rail_mock::harness::{self, EntityKind, Inspection};
+use interlock_spec::action::{RECEIPT_PREFIX, STAMP_NOTE_KEY};
 
 use crate::Res;
 
@@ -42,75 +42,35 @@ pub struct Journal {
 
 /// Reads `journal` with `mock inspect`.
 pub fn inspect(mock: &Path, journal: &Path) -> Res<Journal> {
-    let out = Command::new(mock)
-        .arg("inspect")
-        .arg("--journal")
-        .arg(journal)
-        .output()
-        .map_err(|e| format!("run {} inspect: {e}", mock.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "inspect {}: {}",
-            journal.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let value: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("inspect {}: not JSON: {e}", journal.display()))?;
-    parse(&value)
+    Ok(read(&harness::inspect(mock, journal)?))
 }
 
-fn number(value: &Value, field: &str, id: &str) -> Res<u64> {
-    value[field]
-        .as_u64()
-        .ok_or_else(|| format!("journal: {id}.{field} is not a non-negative integer"))
-}
-
-fn entity(item: &Value, refund: bool) -> Res<Entity> {
-    let id = item["id"]
-        .as_str()
-        .ok_or("journal: an entity without an id")?
-        .to_owned();
-    let notes = &item["notes"];
-    let stamp = notes["interlock_sik"].as_str();
-    let receipt_matches =
-        stamp.is_some_and(|sik| item["receipt"].as_str() == Some(format!("ilk_{sik}").as_str()));
-    let (amount, fee) = if refund {
-        (number(item, "amount", &id)?, number(item, "fee", &id)?)
-    } else {
-        (
-            number(item, "amount_requested", &id)?,
-            number(item, "fees", &id)?,
-        )
-    };
-    Ok(Entity {
-        payment_id: item["payment_id"].as_str().map(str::to_owned),
-        amount,
-        fees: fee + number(item, "tax", &id)?,
-        agent_action: notes["agent_action"].as_str().map(str::to_owned),
-        stamped: stamp.is_some() && (!refund || receipt_matches),
-        id,
-    })
-}
-
-/// Reads `inspect`'s JSON.
-pub fn parse(value: &Value) -> Res<Journal> {
-    let mut entities = Vec::new();
-    for (list, refund) in [("refunds", true), ("settlements", false)] {
-        let items = value[list]
-            .as_array()
-            .ok_or_else(|| format!("journal: no {list} list"))?;
-        for item in items {
-            entities.push(entity(item, refund)?);
-        }
-    }
-    let counters = &value["call_counters"];
-    Ok(Journal {
+/// The judged view of `inspect`'s output: for each entity, its money, its fees, and whether
+/// Interlock made it.
+pub fn read(inspection: &Inspection) -> Journal {
+    let entities = inspection
+        .entities()
+        .map(|e| {
+            let stamp = e.note(STAMP_NOTE_KEY);
+            let receipt_matches = stamp
+                .is_some_and(|sik| e.receipt == Some(format!("{RECEIPT_PREFIX}{sik}").as_str()));
+            Entity {
+                id: e.id.to_owned(),
+                payment_id: e.payment_id.map(str::to_owned),
+                amount: e.amount,
+                fees: e.fees,
+                agent_action: e.note("agent_action").map(str::to_owned),
+                stamped: stamp.is_some() && (e.kind == EntityKind::Settlement || receipt_matches),
+            }
+        })
+        .collect();
+    let counters = inspection.call_counters;
+    Journal {
         entities,
-        money_calls: number(counters, "money_calls", "call_counters")?,
-        list_calls: number(counters, "list_calls", "call_counters")?,
-        read_calls: number(counters, "read_calls", "call_counters")?,
-    })
+        money_calls: counters.money_calls,
+        list_calls: counters.list_calls,
+        read_calls: counters.read_calls,
+    }
 }
 
 #[cfg(test)]
@@ -120,7 +80,8 @@ mod tests {
 
     #[test]
     fn stamps_and_actions_are_read_from_notes_and_receipts() {
-        let journal = parse(&json!({
+        let inspection: Inspection = serde_json::from_value(json!({
+            "journal": "rail.db", "currency": "INR", "balance": 0, "payments": [], "orders": [],
             "call_counters": {"money_calls": 3, "list_calls": 1, "read_calls": 4},
             "refunds": [
                 {"id": "rfnd_MOCK0000000001", "payment_id": "pay_1", "amount": 500, "fee": 0, "tax": 0,
@@ -130,10 +91,11 @@ mod tests {
             ],
             "settlements": [
                 {"id": "setlod_MOCK0000000001", "amount_requested": 20000, "fees": 60, "tax": 10,
-                 "notes": {"interlock_sik": "DEF"}}
+                 "description": null, "notes": {"interlock_sik": "DEF"}}
             ]
         }))
         .unwrap();
+        let journal = read(&inspection);
         let [first, second, settlement] = journal.entities.as_slice() else {
             panic!("three entities");
         };

@@ -14,6 +14,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use interlock_rail_mock::harness::MockCommand;
 use interlock_spec::mandate::Mandate;
 use serde_json::{Value, json};
 
@@ -384,13 +385,14 @@ impl Suite {
             command.push(files.overlay.clone().into());
             command.push("--".into());
         }
-        command.push(self.bins.mock.clone().into());
-        command.extend(["--journal".into(), files.journal.clone().into()]);
-        command.extend(["--seed".into(), files.seed.clone().into()]);
-        command.extend(["--log-level".into(), "error".into()]);
-        if !faults.is_empty() {
-            command.extend(["--faults".into(), faults.join(",").into()]);
-        }
+        command.extend(
+            MockCommand::new(&self.bins.mock)
+                .journal(&files.journal)
+                .seed(&files.seed)
+                .log_level("error")
+                .faults(&faults.join(","))
+                .argv(),
+        );
         command
     }
 

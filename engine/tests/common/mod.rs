@@ -9,6 +9,7 @@ use interlock_machine::{Record, invariants};
 use interlock_spec::action::{self, ActionKind, ProposedAction};
 use interlock_spec::ids::{AgentId, MerchantId, ToolName};
 use interlock_spec::mandate::Mandate;
+use interlock_spec::mandate::template::Template;
 use interlock_spec::money::Minor;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -20,40 +21,23 @@ pub const T0: u64 = 1_700_006_400_000;
 pub const PIN: &str = "52d4053d8642b1d01b89677925bf34c415c19e28cec815e39387dee36d171893";
 pub const SERVER: &str = "razorpay-mcp@0.1.0";
 
+/// The tests' mandate as YAML. Some tests edit the text (`max_calls: 40`, the first
+/// `currencies: [INR]}`, the window's flow line, the settlement's pin line): the template writes
+/// those as one flow line each.
 pub fn mandate_yaml() -> String {
-    format!(
-        r#"
-v: 1
-mandate_id: mnd_test
-merchant_id: acc_TEST
-agent_id: agent_test
-issued_at: 1700000000000
-expires_at: 1800000000000
-purpose: "test refunds"
-scope:
-  grants:
-    create_refund:
-      reversibility: irreversible
-      value: {{max_amount_minor: 500000, min_amount_minor: 100, currencies: [INR]}}
-      max_refunds_per_payment: 3
-    create_instant_settlement:
-      reversibility: irreversible
-      value: {{max_amount_minor: 1000000, min_amount_minor: 200, currencies: [INR]}}
-limits:
-  windows:
-    - {{window_ms: 86400000, max_calls: 40, max_amount_minor: 2000000, currency: INR}}
-  fee_budgets:
-    INR: {{window_ms: 86400000, max_fee_minor: 20000}}
-idempotency:
-  create_refund: {{key_fields: [payment_id], window_ms: null}}
-provenance:
-  server_id: "{SERVER}"
-  manifest_sha256: "{PIN}"
-  pinned_manifests:
-    create_refund: {{sha256: "{PIN}", trust_tier: pinned}}
-    create_instant_settlement: {{sha256: "{PIN}", trust_tier: pinned}}
-"#
-    )
+    Template::refund_desk("agent_test")
+        .merchant_id("acc_TEST")
+        .purpose("test refunds")
+        .expires_at(1_800_000_000_000)
+        .without("fetch_payment")
+        .max_refunds_per_payment("create_refund", 3)
+        .max_amount("create_instant_settlement", 1_000_000)
+        .on_unresolvable("create_instant_settlement", None)
+        .without_idempotency("create_instant_settlement")
+        .pinned(SERVER, PIN)
+        .pin("create_refund", PIN)
+        .pin("create_instant_settlement", PIN)
+        .yaml()
 }
 
 pub fn mandate() -> Mandate {

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -104,81 +105,14 @@ pub struct Scene {
 pub fn scene(name: &str, drift: &[&str]) -> Scene {
     let dir = fresh_dir(name);
     let pins = pins();
-    let pin = |tool: &str| {
-        if drift.contains(&tool) {
-            "0".repeat(64)
-        } else {
-            pins["tools"][tool].as_str().expect("a pin").to_owned()
-        }
-    };
-    let yaml = format!(
-        r#"v: 1
-mandate_id: mnd_test
-merchant_id: acc_DEMO000001
-agent_id: {AGENT}
-issued_at: 1700000000000
-expires_at: 2000000000000
-purpose: "Refund duplicate customer charges"
-scope:
-  grants:
-    fetch_payment:
-      reversibility: reversible
-      value:
-        max_amount_minor: 0
-        min_amount_minor: 0
-        currencies: [INR]
-    create_refund:
-      reversibility: irreversible
-      value:
-        max_amount_minor: 500000
-        min_amount_minor: 100
-        currencies: [INR]
-    create_instant_settlement:
-      reversibility: irreversible
-      on_unresolvable: hold
-      value:
-        max_amount_minor: 100000
-        min_amount_minor: 200
-        currencies: [INR]
-limits:
-  windows:
-    - window_ms: 86400000
-      max_calls: 40
-      max_amount_minor: 2000000
-      currency: INR
-  fee_budgets:
-    INR:
-      window_ms: 86400000
-      max_fee_minor: 20000
-idempotency:
-  create_refund:
-    key_fields: [payment_id]
-    window_ms: null
-  create_instant_settlement:
-    key_fields: [description]
-    window_ms: 86400000
-provenance:
-  server_id: "{server_id}"
-  manifest_sha256: "{manifest}"
-  pinned_manifests:
-    fetch_payment:
-      sha256: "{p1}"
-      trust_tier: "pinned"
-    create_refund:
-      sha256: "{p2}"
-      trust_tier: "pinned"
-    create_instant_settlement:
-      sha256: "{p3}"
-      trust_tier: "pinned"
-"#,
-        server_id = pins["server_id"].as_str().unwrap(),
-        manifest = pins["manifest_sha256"].as_str().unwrap(),
-        p1 = pin("fetch_payment"),
-        p2 = pin("create_refund"),
-        p3 = pin("create_instant_settlement"),
-    );
+    let mut template = Template::refund_desk(AGENT)
+        .pinned_by(pins)
+        .expect("the mock offers every granted tool");
+    for tool in drift {
+        template = template.pin(tool, &"0".repeat(64));
+    }
     let mandate = dir.join("mandate.yaml");
-    std::fs::write(&mandate, yaml).expect("write mandate");
+    std::fs::write(&mandate, template.yaml()).expect("write mandate");
     Scene {
         db: dir.join("ledger.db"),
         journal: dir.join("rail.db"),

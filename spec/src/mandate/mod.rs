@@ -6,9 +6,13 @@
 //! size, depth and alias expansion are bounded) and then runs [`Mandate::validate`]. Whether it
 //! is in force at a given instant is [`Mandate::check_active`], with the time passed in.
 //!
+//! [`template::Template`] writes the mandate the demo, tests, benchmarks and fuzz targets run
+//! under, so each states only what it changes.
+//!
 //! [`Mandate::hash`] is the SHA-256 of the mandate's canonical JSON, so comments, layout and key
 //! order in the YAML do not change it, and every decision can name the mandate it was made under.
 
+pub mod template;
 mod validate;
 mod yaml;
 
