@@ -121,6 +121,16 @@ impl State {
         )
     }
 
+    /// Waits for a person: a hold for an approver, a quarantine for an operator.
+    pub const fn awaits_human(self) -> bool {
+        matches!(self, State::Held | State::Quarantined)
+    }
+
+    /// Will change on its own, with nobody acting: neither settled nor waiting for a person.
+    pub const fn is_under_way(self) -> bool {
+        !self.is_settled() && !self.awaits_human()
+    }
+
     /// Rail work is under way on it (a call, or a reconcile pass): a lease is held exactly while
     /// an intent is in one of these states.
     pub const fn holds_lease(self) -> bool {

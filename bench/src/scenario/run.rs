@@ -41,15 +41,6 @@ pub const SETTLE_WAIT_MAX: Duration = Duration::from_secs(15);
 pub const SETTLE_POLL: Duration = Duration::from_millis(200);
 /// The bound on one history call.
 pub const HISTORY_CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Ledger states that are still on their way somewhere.
-pub const UNSETTLED_STATES: &[&str] = &[
-    "PROPOSED",
-    "AUTHORIZED",
-    "IN_FLIGHT",
-    "UNKNOWN",
-    "RECONCILING",
-    "FAILED_TERMINAL",
-];
 
 /// Which path a run takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -552,7 +543,8 @@ fn unsettled(interlock: &Path, ledger: &Path) -> Res<Vec<String>> {
         .filter(|row| {
             row["state"]
                 .as_str()
-                .is_some_and(|s| UNSETTLED_STATES.contains(&s))
+                .and_then(interlock_machine::State::parse)
+                .is_some_and(interlock_machine::State::is_under_way)
         })
         .map(|row| format!("{} {}", row["sik"].as_str().unwrap_or("?"), row["state"]))
         .collect())

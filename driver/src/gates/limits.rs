@@ -51,7 +51,10 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
                     "{} {currency} would bring the {} ms window{of} to {}; its cap is {} ({} already counted)",
                     action.amount,
                     window.window_ms,
-                    total.map_or("more than 2^53".to_owned(), |t| t.to_string()),
+                    total.map_or_else(
+                        || format!("more than {}", interlock_spec::money::MINOR_MAX),
+                        |t| t.to_string()
+                    ),
                     window.max_amount_minor,
                     used.amount
                 ),
