@@ -118,7 +118,10 @@ pub fn of_intent(view: &IntentView, said: Said, gates: Vec<GateResult>) -> Answe
         State::Blocked => (
             Outcome::Refused,
             ReasonCode::PreviouslyBlocked,
-            format!("this action (intent {sik}) was refused: {}", view.reason),
+            format!(
+                "this action (intent {sik}) was refused before: {}",
+                view.reason
+            ),
         ),
         State::Quarantined => (
             Outcome::Quarantined,

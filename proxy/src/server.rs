@@ -91,16 +91,29 @@ fn gate_refusal(g: &GateResult) -> CallToolResult {
 fn answer_result(answer: &Answer) -> CallToolResult {
     let block = json!({"interlock": interlock_block(answer)});
     let mut result = if answer.outcome == Outcome::Applied {
-        let text = answer
-            .rail_response
-            .clone()
-            .unwrap_or_else(|| answer.message.clone());
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        CallToolResult::success(applied_text(answer))
     } else {
         CallToolResult::error(vec![ContentBlock::text(answer.message.clone())])
     };
     result.structured_content = Some(block);
     result
+}
+
+/// The text of an APPLIED answer, in the words an agent acts on. A call this proposal made and
+/// the rail answered reads exactly as the rail's answer (what a direct call returns). A replay
+/// leads with Interlock's sentence (the entity, the amount, and that nothing was sent again),
+/// then the rail's answer to the call that applied it, when one was received; an intent settled
+/// by the reconciler or an operator has no such answer, and never shows the error of the
+/// attempt that left it ambiguous.
+fn applied_text(answer: &Answer) -> Vec<ContentBlock> {
+    match (&answer.rail_response, answer.idempotent_replay) {
+        (Some(response), false) => vec![ContentBlock::text(response.clone())],
+        (Some(response), true) => vec![
+            ContentBlock::text(answer.message.clone()),
+            ContentBlock::text(response.clone()),
+        ],
+        (None, _) => vec![ContentBlock::text(answer.message.clone())],
+    }
 }
 
 impl Proxy {

@@ -41,10 +41,6 @@ const UNREACHABLE: &[(ReasonCode, &str)] = &[
     ),
     (ReasonCode::ModelHeld, "the proxy runs no advisory model"),
     (ReasonCode::ModelBlocked, "the proxy runs no advisory model"),
-    (
-        ReasonCode::Quarantined,
-        "six back-off reconcile passes take minutes of wall time",
-    ),
 ];
 
 fn inspect(journal: &str) -> Value {

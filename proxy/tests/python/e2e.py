@@ -27,6 +27,14 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
   (TOOL_NOT_READ_ONLY, and the upstream never sees it); it rewrites a pinned tool's
   description while served and sends `notifications/tools/list_changed`: the agent gets the
   notification, the tool drops out of the listing and a call is TOOL_DRIFTED.
+- reconciled: a 504 after the rail applied (OUTCOME_UNKNOWN), settled APPLIED by the
+  reconciler; the agent's retry is an IDEMPOTENT_REPLAY whose text names the entity, the
+  amount and that nothing was sent again, never the rail's 504.
+- operator: a 504 after apply, then six failing list calls: QUARANTINED (about two minutes of
+  backing-off passes, run beside the other scenes); `interlock resolve --applied`; the retry is
+  an IDEMPOTENT_REPLAY in words.
+- Every replay's text is checked in `expect`: its sentence, the entity, "nothing was sent
+  again", and no stale error words.
 - rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
   (PROVENANCE_MISSING),
   expiring (MANDATE_EXPIRED once the mandate lapses while serving).
@@ -37,8 +45,6 @@ Codes an agent cannot meet through this proxy and this mock, and why:
 - PAYMENT_NOT_CAPTURED: every payment the mock seeds is captured.
 - MODEL_SILENT, MODEL_HELD, MODEL_BLOCKED: the proxy runs no advisory model, so G5 is not in
   its ladder at all.
-- QUARANTINED: six inconclusive reconcile passes, backing off from 2 s, take about two minutes
-  of wall time; engine/tests/reasons.rs reaches it with a manual clock.
 
 Prints one JSON line `e2e: {...}` (the codes seen, the journals to check) for the Rust side,
 then `e2e: ok`. Exits non-zero with a message naming the failed check.
@@ -104,6 +110,15 @@ def expect(result, code, outcome=None, words=()):
     if info["outcome"] != "APPLIED":
         check(result.is_error is True, f"a refusal is isError: {info}")
         check(text_of(result) == info["message"], f"the message comes first: {info}")
+    elif info.get("idempotent_replay"):
+        # A replay says what happened in words, never the rail's stale error.
+        said = text_of(result)
+        check(result.is_error is not True, f"a replay is a success: {info}")
+        check(said == info["message"], f"a replay's text is its message: {said!r} vs {info}")
+        for word in (info["rail_entity_id"], "nothing was sent again"):
+            check(word in said, f"{word!r} in the replay's text {said!r}")
+        for word in ("failed", "ERROR", "Timeout", "ambiguous"):
+            check(word not in said, f"no stale {word!r} in the replay's text {said!r}")
     for word in words:
         check(word in info["message"], f"{word!r} not in {info['message']!r}")
     return info
@@ -293,9 +308,13 @@ async def main_scene(rig, summary):
         rail = json.loads(text_of(first))
         check(rail["id"] == info["rail_entity_id"] and rail["notes"]["interlock_sik"] == info["sik"],
               f"the rail's stamped refund: {rail}")
-        again = expect(await refund(s, "pay_1002", 10000), "IDEMPOTENT_REPLAY", "APPLIED")
+        replayed = await refund(s, "pay_1002", 10000)
+        again = expect(replayed, "IDEMPOTENT_REPLAY", "APPLIED", ["10000 INR", "pay_1002"])
         check(again.get("idempotent_replay") is True and again["rail_entity_id"] == info["rail_entity_id"],
               f"the same entity: {again}")
+        # After the sentence, the rail's own answer to the call that applied it.
+        check(len(replayed.content) == 2 and json.loads(replayed.content[1].text) == rail,
+              f"the rail's first answer follows the sentence: {replayed.content!r}")
         summary["benign_entity"] = info["rail_entity_id"]
 
         # G2, with the numbers an agent needs.
@@ -374,7 +393,8 @@ async def held_scene(rig, summary):
                            "--why", "balance checked by hand", "--json", "--", *mock)
         check(approved.returncode == 0, f"approve: {approved.stdout} {approved.stderr}")
         check(json.loads(approved.stdout)["outcome"] == "APPLIED", f"approved: {approved.stdout}")
-        replay = expect(await settle(s, 10000, "payout one"), "IDEMPOTENT_REPLAY", "APPLIED")
+        replay = expect(await settle(s, 10000, "payout one"), "IDEMPOTENT_REPLAY", "APPLIED",
+                        ["10000 INR", "balance"])
         rejected = rig.cli("reject", other["sik"], "--mandate", mandate, "--db", db, "--by", "ops@example.com",
                            "--why", "not needed")
         check(rejected.returncode == 0, f"reject: {rejected.stderr}")
@@ -461,6 +481,65 @@ async def restart_scene(rig, summary):
         summary["restart_entity"] = info["rail_entity_id"]
     verify = rig.cli("audit", "verify", "--json", "--db", db)
     check(verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True, f"audit verify: {verify.stdout}")
+
+
+async def reconciled_scene(rig, summary):
+    """A 504 after the rail applied: the reconciler settles it APPLIED; the agent asking again is
+    told, in words, that it was applied and nothing was sent again (not the rail's 504)."""
+    journal, _, args = rig.serve(
+        "reconciled", rig.mandate("reconciled"), faults="http_5xx_applied@1",
+        flags=["--reconcile-every-ms", "200"],
+    )
+    summary["reconciled_journal"] = journal
+    async with Session(rig, args) as s:
+        first = expect(await refund(s, "pay_3001", 4200), "OUTCOME_UNKNOWN", "UNKNOWN",
+                       ["ambiguous", "will not send it again"])
+        deadline = time.monotonic() + 30
+        while True:
+            result = await refund(s, "pay_3001", 4200)
+            info = block(result)
+            if info["reason_code"] == "IDEMPOTENT_REPLAY":
+                break
+            check(info["reason_code"] == "IN_PROGRESS", f"waiting for the reconciler: {info}")
+            check(time.monotonic() < deadline, f"not reconciled in 30 s: {info}")
+            await asyncio.sleep(0.3)
+        info = expect(result, "IDEMPOTENT_REPLAY", "APPLIED", ["4200 INR", "pay_3001"])
+        check(info["sik"] == first["sik"], f"the same intent: {info}")
+        check(len(result.content) == 1, f"no rail answer to replay, only the sentence: {result.content!r}")
+        stamped = rig.stamped(journal, "refunds", "pay_3001")
+        check([e["id"] for e in stamped] == [info["rail_entity_id"]], f"one refund on the rail: {stamped}")
+
+
+async def operator_scene(rig, summary):
+    """A 504 after the rail applied, then lists that fail six times: quarantined for a human, the
+    agent told so plainly; an operator settles it as applied; the agent's retry is a replay."""
+    mandate = rig.mandate("operator")
+    # List calls 1-6 fail (the mock's partition spares the payment read the gates need): every
+    # reconcile pass up to the 6th is inconclusive, and the 6th quarantines.
+    journal, db, args = rig.serve(
+        "operator", mandate, faults="http_5xx_applied@1,partition@1-6",
+        flags=["--reconcile-every-ms", "200"],
+    )
+    async with Session(rig, args) as s:
+        first = expect(await refund(s, "pay_3002", 4300), "OUTCOME_UNKNOWN", "UNKNOWN")
+        deadline = time.monotonic() + 180
+        while True:
+            result = await refund(s, "pay_3002", 4300)
+            info = block(result)
+            if info["reason_code"] == "QUARANTINED":
+                break
+            check(info["reason_code"] == "IN_PROGRESS", f"waiting for quarantine: {info}")
+            check(time.monotonic() < deadline, f"not quarantined in 180 s: {info}")
+            await asyncio.sleep(2)
+        expect(result, "QUARANTINED", "QUARANTINED", ["quarantined", "operator", "do not retry"])
+        stamped = rig.stamped(journal, "refunds", "pay_3002")
+        check(len(stamped) == 1, f"one refund on the rail: {stamped}")
+        resolved = rig.cli("resolve", first["sik"], "--mandate", mandate, "--db", db,
+                           "--by", "ops@example.com", "--applied", stamped[0]["id"])
+        check(resolved.returncode == 0, f"resolve: {resolved.stdout} {resolved.stderr}")
+        info = expect(await refund(s, "pay_3002", 4300), "IDEMPOTENT_REPLAY", "APPLIED",
+                      ["4300 INR", stamped[0]["id"]])
+        summary["operator_entity"] = info["rail_entity_id"]
 
 
 async def guard_scenes(rig):
@@ -584,6 +663,8 @@ SCENES = {
     "rugpull": lambda rig, summary: rugpull_scene(rig),
     "tight": lambda rig, summary: tight_scene(rig, summary),
     "guards": lambda rig, summary: guard_scenes(rig),
+    "reconciled": lambda rig, summary: reconciled_scene(rig, summary),
+    "operator": lambda rig, summary: operator_scene(rig, summary),
 }
 
 
