@@ -65,30 +65,29 @@ pub enum Said {
 
 /// The one State → Answer table.
 pub fn of_intent(view: &IntentView, said: Said, gates: Vec<GateResult>) -> Answer {
+    let state = view.core.state;
+    let (outcome, code, message) = words(view, said);
+    Answer {
+        outcome,
+        reason_code: code,
+        message,
+        sik: Some(view.key.sik.clone()),
+        state: Some(state),
+        gates,
+        rail_entity_id: view.core.entity_id.clone(),
+        rail_response: view.applied_response().map(str::to_owned),
+        idempotent_replay: outcome == Outcome::Applied && said == Said::Replay,
+    }
+}
+
+/// What an intent in its state is, in one word, a code and a sentence.
+fn words(view: &IntentView, said: Said) -> (Outcome, ReasonCode, String) {
     let sik = &view.key.sik;
     let state = view.core.state;
-    let call = &view.call;
-    let amount = format!("{} {}", call.amount, call.currency);
     let detail = view.attempt.as_ref().and_then(|a| a.detail.as_deref());
-    let (outcome, code, message) = match state {
+    match state {
         State::Applied => {
-            let entity = view.core.entity_id.as_deref().unwrap_or("?");
-            let (code, message) = match said {
-                Said::Fresh => (
-                    ReasonCode::Applied,
-                    format!(
-                        "applied as {entity}: {amount} on {} (intent {sik})",
-                        call.subject_id
-                    ),
-                ),
-                Said::Replay => (
-                    ReasonCode::IdempotentReplay,
-                    format!(
-                        "already done: this action was applied as {entity} ({amount} on {}, intent {sik}); nothing was sent again",
-                        call.subject_id
-                    ),
-                ),
-            };
+            let (code, message) = applied_words(view, said);
             (Outcome::Applied, code, message)
         }
         State::Unknown | State::Reconciling if said == Said::Fresh => (
@@ -147,17 +146,30 @@ pub fn of_intent(view: &IntentView, said: Said, gates: Vec<GateResult>) -> Answe
                 "this action (intent {sik}) is in progress ({state}); retry later for its result, do not change it"
             ),
         ),
-    };
-    Answer {
-        outcome,
-        reason_code: code,
-        message,
-        sik: Some(sik.clone()),
-        state: Some(state),
-        gates,
-        rail_entity_id: view.core.entity_id.clone(),
-        rail_response: view.applied_response().map(str::to_owned),
-        idempotent_replay: outcome == Outcome::Applied && said == Said::Replay,
+    }
+}
+
+/// An applied intent's code and sentence: this proposal's apply, or a replay of it.
+fn applied_words(view: &IntentView, said: Said) -> (ReasonCode, String) {
+    let sik = &view.key.sik;
+    let call = &view.call;
+    let amount = format!("{} {}", call.amount, call.currency);
+    let entity = view.core.entity_id.as_deref().unwrap_or("?");
+    match said {
+        Said::Fresh => (
+            ReasonCode::Applied,
+            format!(
+                "applied as {entity}: {amount} on {} (intent {sik})",
+                call.subject_id
+            ),
+        ),
+        Said::Replay => (
+            ReasonCode::IdempotentReplay,
+            format!(
+                "already done: this action was applied as {entity} ({amount} on {}, intent {sik}); nothing was sent again",
+                call.subject_id
+            ),
+        ),
     }
 }
 

@@ -24,18 +24,3 @@ pub enum Flaw {
     /// The sweep takes a refusal as final and never verifies it against the rail.
     RejectionIsFinal,
 }
-
-impl Flaw {
-    /// Every flaw.
-    pub const ALL: [Flaw; 9] = [
-        Flaw::CallBeforeWal,
-        Flaw::SendWithoutRecheck,
-        Flaw::AnswerBeforeCommit,
-        Flaw::ResendAfterTimeout,
-        Flaw::RetryUnknown,
-        Flaw::ReopenRejected,
-        Flaw::AbsentFromPageOne,
-        Flaw::ForgetUnknown,
-        Flaw::RejectionIsFinal,
-    ];
-}

@@ -247,11 +247,6 @@ impl Proposal {
         self.queue.len()
     }
 
-    /// The action being judged (the runner consults G5 with it).
-    pub fn action(&self) -> &ProposedAction {
-        &self.action
-    }
-
     /// Whether the proposal has answered or failed.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done && self.queue.is_empty()

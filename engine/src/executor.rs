@@ -11,7 +11,7 @@
 
 use crate::clock::Clock;
 use crate::kill_point;
-use crate::ledger::{ApplyError, IntentKey, Ledger, LedgerError};
+use crate::ledger::{ApplyError, IntentKey, Ledger, LedgerError, is_outcome};
 use interlock_driver::gates::{self, GateResult, LiveTool, ModelGate, Usage};
 use interlock_driver::{Answer, Command, Context, DriverConfig, Failure, Proposal, Rail, Refusal};
 use interlock_machine::EventKind;
@@ -298,9 +298,4 @@ impl<R: Rail> Engine<R> {
             proposal.set_advice(advice);
         }
     }
-}
-
-/// Whether `kind` settles an attempt's call.
-fn is_outcome(kind: EventKind) -> bool {
-    crate::ledger::is_outcome(kind)
 }

@@ -615,9 +615,12 @@ impl Protocol {
             }
             Refusal::Illegal(refusal)
         })?;
-        if !stepped.next.state.holds_lease() && lease.is_some() {
-            return Err(Refusal::Lease("no lease outside rail work".into()));
-        }
+        // As the ledger: a lease is held exactly while the intent is doing rail work.
+        let lease = if stepped.next.state.holds_lease() {
+            Some(lease.ok_or_else(|| Refusal::Lease("rail work needs a lease".into()))?)
+        } else {
+            None
+        };
         let seq = ledger_records(&world.history) + 1;
         world.history.push(Record::Transition {
             seq,
