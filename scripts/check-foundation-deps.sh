@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 forbidden='^(rusqlite|libsqlite3-sys|tokio|rmcp|async-std|chrono|time) '
 status=0
-for crate in interlock-spec interlock-machine interlock-driver interlock-model-check; do
+for crate in interlock-spec interlock-machine interlock-driver interlock-profile interlock-model-check; do
   tree=$(cargo tree --locked -p "$crate" -e normal --prefix none --format '{p}')
   hits=$(printf '%s\n' "$tree" | grep -E "$forbidden" | sort -u || true)
   if [ -n "$hits" ]; then
@@ -28,5 +28,5 @@ if [ "$direct" != "interlock-machine interlock-spec serde serde_json thiserror "
   echo "interlock-driver's direct dependencies must be interlock-spec, interlock-machine, serde, serde_json and thiserror, got: $direct"
   status=1
 fi
-[ "$status" -eq 0 ] && echo "spec, machine, driver and model-check depend on no SQLite, tokio, rmcp or clock crate"
+[ "$status" -eq 0 ] && echo "spec, machine, driver, profile and model-check depend on no SQLite, tokio, rmcp or clock crate"
 exit "$status"

@@ -8,7 +8,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use interlock_rail_mock::harness::MockCommand;
-use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 use crate::Res;
@@ -52,7 +51,7 @@ fn payment_id(i: usize) -> String {
 /// A mandate granting `fetch_payment` and `create_refund`, with limits no run reaches.
 fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
     let max_calls = u32::try_from(calls * 4 + 100).map_err(|_| format!("{calls} calls"))?;
-    Ok(Template::refund_desk(agent)
+    Ok(interlock_profile::razorpay::refund_desk(agent)
         .mandate_id("mnd_bench")
         .merchant_id("acc_BENCH00001")
         .purpose("Latency benchmark")

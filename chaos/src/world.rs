@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use interlock_rail_mock::harness::{BIN_NAME, MockCommand};
-use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 /// The payment every refund trial refunds.
@@ -178,7 +177,7 @@ pub fn seed() -> Value {
 /// trial has a ledger of its own, and a window boundary mid-trial would make the retry a new
 /// settlement).
 pub fn mandate(pins: &Value) -> Result<String, String> {
-    Ok(Template::refund_desk(AGENT)
+    Ok(interlock_profile::razorpay::refund_desk(AGENT)
         .mandate_id("mnd_chaos")
         .merchant_id("acc_CHAOS00001")
         .purpose("Refund customers (chaos matrix)")

@@ -27,7 +27,7 @@ use interlock_spec::ids::Sik;
 use interlock_spec::mandate::{Mandate, Reversibility};
 use interlock_spec::money::{Currency, Minor};
 use interlock_spec::reason::ReasonCode;
-use interlock_spec::sik::{SikInput, compute_sik};
+use interlock_spec::sik::{SikError, SikInput, compute_sik};
 use serde_json::{Map, Value, json};
 use std::collections::VecDeque;
 
@@ -926,7 +926,7 @@ fn sik_of(
         let fields: Map<String, Value> = rule
             .key_fields
             .iter()
-            .filter(|field| !matches!(field.as_str(), "payment_id" | "amount"))
+            .filter(|field| !action.covered_args.contains(field))
             .map(|field| {
                 let value = action
                     .passthrough
@@ -938,6 +938,14 @@ fn sik_of(
             .collect();
         (!fields.is_empty()).then_some(Value::Object(fields))
     });
+    if let (Some(window), ActionKind::Refund) = (window, action.kind) {
+        // The profile refuses such a mandate at load; this is the last line, not the first.
+        let error = SikError::RefundWindow {
+            tool: action.tool.clone(),
+            window,
+        };
+        return Err(error.to_string());
+    }
     let input = SikInput {
         merchant_id: action.merchant_id.clone(),
         tool: action.tool.clone(),
@@ -978,12 +986,6 @@ fn unresolved_call(
 /// again. The agent is the mandate's: G1 admitted no other when the intent was proposed.
 fn action_of(mandate: &Mandate, held: &IntentView) -> ProposedAction {
     let call = &held.call;
-    let mut passthrough = call.passthrough.clone();
-    let mut notes = call.notes.clone();
-    notes.remove(interlock_spec::action::STAMP_NOTE_KEY);
-    if !notes.is_empty() {
-        passthrough.insert("notes".to_owned(), Value::Object(notes));
-    }
     ProposedAction {
         agent_id: mandate.agent_id.clone(),
         merchant_id: held.key.merchant_id.clone(),
@@ -995,6 +997,8 @@ fn action_of(mandate: &Mandate, held: &IntentView) -> ProposedAction {
         },
         amount: call.amount,
         distinct: held.distinct_reason.clone(),
-        passthrough,
+        passthrough: call.passthrough.clone(),
+        // The held intent keeps its key; an approval never computes a key again.
+        covered_args: Vec::new(),
     }
 }

@@ -90,28 +90,15 @@ pub struct RailCall {
     pub amount: Minor,
     /// The amount's currency.
     pub currency: Currency,
-    /// `"ilk_" + sik` for refunds (the rail keeps receipts unique per payment); none otherwise.
-    pub receipt: Option<String>,
-    /// The agent's notes plus `interlock_sik = sik`.
-    pub notes: Map<String, Value>,
-    /// The agent's other arguments (`speed`, `description`, …), forwarded unchanged.
+    /// The agent's other arguments (its notes, a description, …), forwarded unchanged. How
+    /// the call is stamped with `sik` on the wire (a notes key, a receipt) is the rail
+    /// profile's business: it is derived from `sik` when the call is sent, never stored twice.
     pub passthrough: Map<String, Value>,
 }
 
 impl RailCall {
     /// Builds the stamped call for `action` about `referent`.
     pub fn stamped(action: &ProposedAction, referent: &Referent, sik: &Sik) -> RailCall {
-        use interlock_spec::action::{RECEIPT_PREFIX, STAMP_NOTE_KEY};
-        let mut passthrough = action.passthrough.clone();
-        let mut notes = match passthrough.remove("notes") {
-            Some(Value::Object(notes)) => notes,
-            _ => Map::new(),
-        };
-        notes.insert(STAMP_NOTE_KEY.to_owned(), Value::String(sik.to_string()));
-        let receipt = match action.kind {
-            ActionKind::Refund => Some(format!("{RECEIPT_PREFIX}{sik}")),
-            ActionKind::Settlement => None,
-        };
         RailCall {
             tool: action.tool.clone(),
             kind: action.kind,
@@ -119,9 +106,7 @@ impl RailCall {
             subject_id: referent.subject_id().to_owned(),
             amount: action.amount,
             currency: referent.currency(),
-            receipt,
-            notes,
-            passthrough,
+            passthrough: action.passthrough.clone(),
         }
     }
 }

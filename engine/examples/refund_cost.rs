@@ -13,8 +13,7 @@
 use interlock_engine::gates::LiveTool;
 use interlock_engine::memory_rail::MemoryRail;
 use interlock_engine::{Engine, EngineConfig, Ledger, Outcome, SystemClock};
-use interlock_spec::action::{self, ActionKind};
-use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::ids::{AgentId, MerchantId};
 use interlock_spec::mandate::template::Template;
 use interlock_spec::money::Minor;
 use std::sync::Arc;
@@ -65,18 +64,21 @@ fn main() {
         server_id: "bench-rail".to_owned(),
         sha256: Ok(PIN.to_owned()),
     };
+    let profile = interlock_profile::razorpay::profile();
     let mut latencies = Vec::with_capacity(refunds);
     let started = Instant::now();
     for i in 0..refunds {
         let args = serde_json::json!({"payment_id": format!("pay_b{i}"), "amount": 10_000});
-        let action = action::parse(
-            ActionKind::Refund,
-            AgentId::parse("agent_bench").unwrap(),
-            MerchantId::parse("acc_BENCH").unwrap(),
-            ToolName::parse("create_refund").unwrap(),
-            &args,
-        )
-        .expect("benchmark arguments parse");
+        let action = profile
+            .parse(
+                profile
+                    .money_tool("create_refund")
+                    .expect("Razorpay refunds"),
+                AgentId::parse("agent_bench").unwrap(),
+                MerchantId::parse("acc_BENCH").unwrap(),
+                &args,
+            )
+            .expect("benchmark arguments parse");
         let t = Instant::now();
         let answer = engine
             .propose(&action, Some(&live))

@@ -12,7 +12,7 @@ use crate::rail::{
     RailOutcome, Referent,
 };
 use interlock_machine::{EntityRef, RailEntity};
-use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
+use interlock_spec::action::{ActionKind, ProposedAction};
 use interlock_spec::ids::Sik;
 use interlock_spec::money::{Currency, Minor};
 use std::collections::{BTreeMap, VecDeque};
@@ -51,10 +51,11 @@ pub struct Entity {
     pub subject: String,
     /// The amount.
     pub amount: Minor,
-    /// `notes.interlock_sik`, as stored.
+    /// The SIK stamp the call carried, as stored.
     pub stamp: Option<String>,
-    /// The receipt, as stored.
-    pub receipt: Option<String>,
+    /// The rail's own idempotency key for refunds (the call's SIK, as a receipt on a real
+    /// rail): unique per payment, so the rail refuses a second refund of one intent.
+    pub dedupe_key: Option<String>,
     /// When it was created, by the rail's clock.
     pub created_at_ms: u64,
 }
@@ -203,7 +204,7 @@ impl MemoryRail {
             subject: payment.to_owned(),
             amount: Minor::new(amount).expect("small"),
             stamp: None,
-            receipt: None,
+            dedupe_key: None,
             created_at_ms: now,
         });
     }
@@ -240,7 +241,8 @@ impl MemoryRail {
     }
 
     fn apply(&self, state: &mut State, call: &RailCall) -> Result<(Entity, Minor), String> {
-        let stamp = call.notes.get(STAMP_NOTE_KEY).and_then(|v| v.as_str());
+        let stamp = call.sik.to_string();
+        let dedupe_key = (call.kind == ActionKind::Refund).then(|| stamp.clone());
         match call.kind {
             ActionKind::Refund => {
                 let Some(payment) = state.payments.get(&call.subject_id) else {
@@ -257,7 +259,9 @@ impl MemoryRail {
                     ));
                 }
                 let duplicate = state.entities.iter().any(|e| {
-                    e.subject == call.subject_id && e.receipt.is_some() && e.receipt == call.receipt
+                    e.subject == call.subject_id
+                        && e.dedupe_key.is_some()
+                        && e.dedupe_key == dedupe_key
                 });
                 if duplicate {
                     return Err("BAD_REQUEST_ERROR: the receipt has already been used".to_owned());
@@ -285,8 +289,8 @@ impl MemoryRail {
             kind: call.kind,
             subject: call.subject_id.clone(),
             amount: call.amount,
-            stamp: stamp.map(str::to_owned),
-            receipt: call.receipt.clone(),
+            stamp: Some(stamp),
+            dedupe_key,
             created_at_ms: self.clock.now_ms(),
         };
         state.entities.push(entity.clone());
@@ -300,8 +304,8 @@ fn outcome_of(entity: &Entity, fee: Minor) -> RailOutcome {
     let response = serde_json::json!({
         "id": entity.id,
         "amount": entity.amount.get(),
-        "notes": {STAMP_NOTE_KEY: entity.stamp},
-        "receipt": entity.receipt,
+        "stamp": entity.stamp,
+        "dedupe_key": entity.dedupe_key,
         "fee": fee.get(),
         "tax": tax.get(),
     });

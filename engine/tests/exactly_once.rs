@@ -35,8 +35,10 @@ fn a_refund_is_applied_once_and_a_duplicate_is_replayed() {
     assert_eq!(engine.rail().entities().len(), 1);
     let call = &engine.rail().executed()[0];
     let sik = first.sik.clone().unwrap();
-    assert_eq!(call.receipt.as_deref(), Some(format!("ilk_{sik}").as_str()));
-    assert_eq!(call.notes["interlock_sik"], json!(sik.as_str()));
+    assert_eq!(call.sik, sik);
+    let entity = &engine.rail().entities()[0];
+    assert_eq!(entity.stamp.as_deref(), Some(sik.as_str()));
+    assert_eq!(entity.dedupe_key.as_deref(), Some(sik.as_str()));
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
 

@@ -26,7 +26,6 @@ use interlock_rail_mock::seed::{DEMO_SEED_NAME, Seed};
 use interlock_rail_mock::server::{RailConfig, RailServer};
 use interlock_spec::ids::AgentId;
 use interlock_spec::mandate::Mandate;
-use interlock_spec::mandate::template::Template;
 use libfuzzer_sys::fuzz_target;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -78,7 +77,7 @@ async fn rail(seed: &Seed) -> (Upstream, tokio::sync::watch::Sender<bool>) {
 /// The tests' mandate (`proxy/tests/common`), pinned to the mock's live tools.
 fn mandate(server_id: &str, pins: &serde_json::Map<String, Value>) -> Mandate {
     let pin = |tool: &str| pins[tool].as_str().expect("the mock offers it").to_owned();
-    Template::refund_desk(AGENT)
+    interlock_profile::razorpay::refund_desk(AGENT)
         .mandate_id("mnd_fuzz")
         .expires_at(4_000_000_000_000)
         .max_refunds_per_payment("create_refund", 3)
@@ -204,6 +203,7 @@ fuzz_target!(|data: &[u8]| {
         let ledger = Ledger::open(&db).expect("a fresh ledger");
         let rail = McpRail {
             upstream: upstream.clone(),
+            profile: interlock::cli::rail_profile(),
         };
         let mut config = EngineConfig::new(format!("fuzz-{run}"));
         config.call_timeout_ms = CALL_TIMEOUT.as_millis() as u64;

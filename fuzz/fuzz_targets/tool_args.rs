@@ -6,9 +6,9 @@
 //! absent; every argument it keeps has a canonical form; and key order does not change it.
 #![no_main]
 
-use interlock_spec::action::{self, ActionKind, ProposedAction, STAMP_NOTE_KEY};
+use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
 use interlock_spec::canonical::canonical_json;
-use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::ids::{AgentId, MerchantId};
 use interlock_spec::money::MINOR_MAX;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -36,14 +36,19 @@ fn reversed(value: &Value) -> Value {
 }
 
 fn parse(kind: ActionKind, tool: &str, args: &Value) -> Result<ProposedAction, String> {
-    action::parse(
-        kind,
-        AgentId::parse("agent_fuzz").unwrap(),
-        MerchantId::parse("acc_FUZZ").unwrap(),
-        ToolName::parse(tool).unwrap(),
-        args,
-    )
-    .map_err(|e| e.to_string())
+    let profile = interlock_profile::razorpay::profile();
+    let money = profile
+        .money_tool(tool)
+        .expect("a money tool of the profile");
+    assert_eq!(money.kind, kind);
+    profile
+        .parse(
+            money,
+            AgentId::parse("agent_fuzz").unwrap(),
+            MerchantId::parse("acc_FUZZ").unwrap(),
+            args,
+        )
+        .map_err(|e| e.to_string())
 }
 
 fuzz_target!(|data: &[u8]| {

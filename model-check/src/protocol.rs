@@ -109,6 +109,7 @@ pub fn our_action() -> ProposedAction {
         amount: Minor::new(REFUND_MINOR).expect("an amount"),
         distinct: None,
         passthrough: Map::new(),
+        covered_args: vec!["amount".to_owned(), "payment_id".to_owned()],
     }
 }
 

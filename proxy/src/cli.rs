@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use interlock_engine::{Engine, EngineConfig, Ledger, SystemClock};
+use interlock_profile::Profile;
 use interlock_spec::ids::AgentId;
-use interlock_spec::mandate::Mandate;
+use interlock_spec::mandate::{Mandate, MandateError};
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
@@ -328,10 +329,27 @@ fn now_ms() -> u64 {
     SystemClock.now_ms()
 }
 
+/// The rail profile the proxy guards. Razorpay's is the only one built in; `--profile`
+/// arrives with the next profile.
+pub fn rail_profile() -> Arc<Profile> {
+    Arc::new(interlock_profile::razorpay::profile())
+}
+
+/// Parses a mandate and checks it against the profile's rules of kinds (a refund's key carries
+/// no window, …): what `serve`, `check` and the operator commands all load.
+pub fn parse_mandate(text: &str, profile: &Profile) -> Result<Mandate, MandateError> {
+    let mandate = Mandate::parse_yaml(text)?;
+    profile
+        .check_mandate(&mandate)
+        .map_err(MandateError::Invalid)?;
+    Ok(mandate)
+}
+
 fn load_mandate(path: &Path) -> Result<Mandate, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read mandate {}: {e}", path.display()))?;
-    Mandate::parse_yaml(&text).map_err(|e| format!("mandate {} is invalid: {e}", path.display()))
+    parse_mandate(&text, &rail_profile())
+        .map_err(|e| format!("mandate {} is invalid: {e}", path.display()))
 }
 
 fn load_active_mandate(path: &Path) -> Result<Mandate, String> {
@@ -450,6 +468,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             .unwrap_or_else(|| config.lease_ttl_ms.max(floor));
         let rail = McpRail {
             upstream: upstream.clone(),
+            profile: rail_profile(),
         };
         let engine = Engine::new(
             ledger,
@@ -694,7 +713,7 @@ fn init(args: InitArgs) -> Result<(), String> {
         Some((_, tools)) => {
             let (carried, unguarded): (Vec<_>, Vec<_>) = tools
                 .iter()
-                .partition(|t| carriage(&t.name, Some(t)) != Carriage::Unguarded);
+                .partition(|t| carriage(&rail_profile(), &t.name, Some(t)) != Carriage::Unguarded);
             if !unguarded.is_empty() {
                 let names: Vec<&str> = unguarded.iter().map(|t| t.name.as_ref()).collect();
                 eprintln!(
@@ -784,7 +803,10 @@ fn pin(args: PinArgs) -> Result<(), String> {
         }
         let unguarded: Vec<&str> = tools
             .iter()
-            .filter(|t| wanted(&t.name) && carriage(&t.name, Some(t)) == Carriage::Unguarded)
+            .filter(|t| {
+                wanted(&t.name)
+                    && carriage(&rail_profile(), &t.name, Some(t)) == Carriage::Unguarded
+            })
             .map(|t| t.name.as_ref())
             .collect();
         if !unguarded.is_empty() {
@@ -1143,6 +1165,7 @@ fn approve(args: ApproveArgs) -> Result<(), String> {
         let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
         let rail = McpRail {
             upstream: upstream.clone(),
+            profile: rail_profile(),
         };
         let (engine, key) = operator_engine(op, rail, args.call_timeout_ms)?;
         // The approval is judged again, G6 included: against the upstream's live definition.
@@ -1231,6 +1254,7 @@ fn reconcile(args: ReconcileArgs) -> Result<(), String> {
         let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
         let rail = McpRail {
             upstream: upstream.clone(),
+            profile: rail_profile(),
         };
         let op = OperatorArgs {
             sik: String::new(),

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use interlock_rail_mock::harness::{self, EntityKind, Inspection, MockCommand};
 use interlock_spec::action::STAMP_NOTE_KEY;
-use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -265,7 +264,7 @@ impl Demo {
                 Ok(real.to_owned())
             }
         };
-        let mut mandate = Template::refund_desk(AGENT)
+        let mut mandate = interlock_profile::razorpay::refund_desk(AGENT)
             .mandate_id("mnd_demo")
             .pinned_by(pins)?;
         if let Some(tool) = drift {

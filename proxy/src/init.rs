@@ -88,7 +88,7 @@ pub fn interview(
     let mut ceilings = Vec::new();
     for tool in tools
         .iter()
-        .filter(|t| crate::upstream::money_kind(t).is_some())
+        .filter(|t| crate::cli::rail_profile().kind_of(t).is_some())
     {
         let most = ask.parse(
             &format!("Most one {tool} may move, in minor units of {currency} (100 = 1.00)"),
@@ -272,13 +272,16 @@ pub fn render(answers: &Answers, now_ms: u64, provenance: Option<&str>) -> Strin
     }
     y.push_str("  fee_budgets: {}\nidempotency:\n");
     let mut any_rule = false;
+    let profile = crate::cli::rail_profile();
     for (tool, _) in &a.ceilings {
-        let (field, window) = match crate::upstream::money_kind(tool) {
-            Some(interlock_spec::action::ActionKind::Refund) => ("payment_id", "null".to_owned()),
-            _ => ("description", DAY_MS.to_string()),
+        // Ceilings are asked only for the profile's money tools, each with a default key.
+        let Some((fields, window)) = profile.default_key(tool) else {
+            continue;
         };
+        let window = window.map_or("null".to_owned(), |ms| ms.to_string());
         y.push_str(&format!(
-            "  {tool}:\n    key_fields: [{field}]\n    window_ms: {window}\n"
+            "  {tool}:\n    key_fields: [{}]\n    window_ms: {window}\n",
+            fields.join(", ")
         ));
         any_rule = true;
     }
@@ -328,7 +331,7 @@ pub fn warnings(answers: &Answers, pinned: bool) -> Vec<String> {
 
 /// Validates `yaml` as `serve` would (parse, then in force at `now_ms`).
 pub fn validate(yaml: &str, now_ms: u64) -> Result<Mandate, String> {
-    let mandate = Mandate::parse_yaml(yaml)
+    let mandate = crate::cli::parse_mandate(yaml, &crate::cli::rail_profile())
         .map_err(|e| format!("the answers do not make a valid mandate: {e}"))?;
     mandate
         .check_active(now_ms)

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use interlock_engine::gates::{self, GateResult};
 use interlock_engine::{Answer, Engine, Outcome};
-use interlock_spec::action;
 use interlock_spec::ids::{AgentId, ToolName};
 use interlock_spec::mandate::Mandate;
 use interlock_spec::reason::ReasonCode;
@@ -28,6 +27,13 @@ pub struct Proxy {
     pub upstream: Arc<Upstream>,
     /// The agent this proxy speaks for (from configuration).
     pub agent_id: AgentId,
+}
+
+impl Proxy {
+    /// The upstream's rail profile (the engine's rail holds it).
+    pub fn profile(&self) -> &interlock_profile::Profile {
+        &self.engine.rail().profile
+    }
 }
 
 /// The handler (cheap to clone).
@@ -153,7 +159,7 @@ impl Proxy {
         };
         let live = self.upstream.live_tool(&tools, &name);
         let definition = tools.iter().find(|t| t.name == name);
-        let kind = match carriage(&name, definition) {
+        let kind = match carriage(self.profile(), &name, definition) {
             Carriage::Money(kind) => kind,
             other => {
                 let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
@@ -163,7 +169,10 @@ impl Proxy {
                 if other == Carriage::Unguarded {
                     return Ok(refusal(
                         ReasonCode::ToolNotReadOnly,
-                        format!("{}; nothing was sent", unguarded_message(&name)),
+                        format!(
+                            "{}; nothing was sent",
+                            unguarded_message(self.profile(), &name)
+                        ),
                         vec![gate_json(&g6)],
                     ));
                 }
@@ -178,11 +187,15 @@ impl Proxy {
             .map(Value::Object)
             .unwrap_or_else(|| json!({}));
         let mandate = self.engine.mandate();
-        let parsed = action::parse(
-            kind,
+        let money = self
+            .profile()
+            .money_tool(tool.as_str())
+            .expect("carriage found this money tool in the profile");
+        debug_assert_eq!(money.kind, kind);
+        let parsed = self.profile().parse(
+            money,
             self.agent_id.clone(),
             mandate.merchant_id.clone(),
-            tool,
             &args,
         );
         let proposed = match parsed {
@@ -314,8 +327,8 @@ impl ServerHandler for ProxyServer {
             let g6 = gates::provenance::check(mandate, &name, live.as_ref());
             if g6.verdict != interlock_machine::Verdict::Allow {
                 tracing::warn!(tool = %name, reason = ?g6.reason_code, "not listed: {}", g6.message);
-            } else if carriage(&tool.name, Some(tool)) == Carriage::Unguarded {
-                tracing::warn!(tool = %name, reason = ?ReasonCode::ToolNotReadOnly, "not listed: {}", unguarded_message(&tool.name));
+            } else if carriage(self.0.profile(), &tool.name, Some(tool)) == Carriage::Unguarded {
+                tracing::warn!(tool = %name, reason = ?ReasonCode::ToolNotReadOnly, "not listed: {}", unguarded_message(self.0.profile(), &tool.name));
             } else {
                 listed.push(pinned_part(tool));
             }

@@ -1,18 +1,16 @@
 //! The upstream MCP server (the rail), started as a child process and spoken to with rmcp's
-//! client; and the Razorpay rail profile that maps the engine's [`Rail`] onto its tools.
+//! client; and [`McpRail`], the engine's [`Rail`] over it, which asks the rail profile
+//! (`interlock-profile`) for every tool name, argument and answer shape.
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use interlock_engine::gates::LiveTool;
-use interlock_engine::ledger::entity;
-use interlock_engine::rail::{
-    ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, RailError,
-};
+use interlock_engine::rail::{ListPage, ListQuery, PageAt, RailError};
 use interlock_engine::{Rail, RailCall, RailOutcome, Referent};
-use interlock_spec::action::{ActionKind, ProposedAction, STAMP_NOTE_KEY};
-use interlock_spec::money::{Currency, Minor};
+use interlock_profile::{Profile, Request};
+use interlock_spec::action::{ActionKind, ProposedAction};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -22,15 +20,11 @@ use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService,
 };
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The kill point inside a money call (with the `failpoints` feature): the request is out, the
 /// answer is not back. The engine's own points are `interlock_engine::KILL_POINTS`.
 pub const MID_CALL_KILL_POINT: &str = "mid_call";
-
-/// Items asked for per reconcile page: Razorpay's maximum, so a pass usually ends after one
-/// page and the empty one that proves the end.
-pub const PAGE_COUNT: u32 = 100;
 
 /// The shortest wait before restarting a dead upstream; doubled per failed start.
 pub const RESTART_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -355,15 +349,6 @@ pub fn text_of(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-/// The Razorpay profile: which upstream tools move money, and as what.
-pub fn money_kind(tool: &str) -> Option<ActionKind> {
-    match tool {
-        "create_refund" => Some(ActionKind::Refund),
-        "create_instant_settlement" => Some(ActionKind::Settlement),
-        _ => None,
-    }
-}
-
 /// How the proxy may carry a granted tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Carriage {
@@ -380,8 +365,8 @@ pub enum Carriage {
 /// the profile is a read only if its definition says `readOnlyHint: true`; that annotation is
 /// inside the pin's hash, so it cannot change under a pinned mandate without G6 refusing the
 /// tool. Absent, or `false`, the MCP default holds: the tool may write.
-pub fn carriage(name: &str, live: Option<&Tool>) -> Carriage {
-    if let Some(kind) = money_kind(name) {
+pub fn carriage(profile: &Profile, name: &str, live: Option<&Tool>) -> Carriage {
+    if let Some(kind) = profile.kind_of(name) {
         return Carriage::Money(kind);
     }
     let read_only = live
@@ -395,167 +380,66 @@ pub fn carriage(name: &str, live: Option<&Tool>) -> Carriage {
 }
 
 /// The refusal of an [`Carriage::Unguarded`] tool, a sentence with what to do.
-pub fn unguarded_message(name: &str) -> String {
+pub fn unguarded_message(profile: &Profile, name: &str) -> String {
     format!(
-        "{name} is granted, but Interlock guards only the money tools it knows (create_refund, create_instant_settlement) and forwards only reads, and {name}'s definition does not declare readOnlyHint: true. Remove it from the mandate, or use it outside Interlock"
+        "{name} is granted, but Interlock guards only the money tools it knows ({}) and forwards only reads, and {name}'s definition does not declare readOnlyHint: true. Remove it from the mandate, or use it outside Interlock",
+        profile.money_tool_names().join(", ")
     )
 }
 
-/// What the rail's answer to a stamped money call says happened (the Razorpay profile). A
-/// rejection only when the rail says `BAD_REQUEST_ERROR`; any other error, or an answer that
-/// is not a JSON entity with an id, is ambiguous: the reconciler settles it.
-pub fn outcome_of(call: &RailCall, result: &CallToolResult) -> RailOutcome {
-    let text = text_of(result);
-    if result.is_error == Some(true) {
-        return if text.contains("BAD_REQUEST_ERROR") {
-            RailOutcome::Rejected { detail: text }
-        } else {
-            RailOutcome::Ambiguous { detail: text }
-        };
-    }
-    let Ok(value) = serde_json::from_str::<Value>(&text) else {
-        return RailOutcome::Ambiguous {
-            detail: format!("the rail answered something that is not JSON: {text}"),
-        };
-    };
-    let Some(id) = value["id"].as_str() else {
-        return RailOutcome::Ambiguous {
-            detail: format!("the rail's answer has no id: {text}"),
-        };
-    };
-    let fee_field = match call.kind {
-        ActionKind::Refund => "fee",
-        ActionKind::Settlement => "fees",
-    };
-    // Absent: the rail charged nothing (Razorpay omits `fee` on a normal refund). Present
-    // but unreadable (a float, a string, negative): counted as the whole amount, the most a
-    // fee can be, so the fee budget errs toward refusing, never toward room it lacks.
-    let amount = |field: &str| match &value[field] {
-        Value::Null => Minor::ZERO,
-        given => Minor::from_json(given).unwrap_or_else(|_| {
-            tracing::warn!(
-                sik = %call.sik,
-                field,
-                given = %given,
-                "the rail's {field} is not an amount in minor units; counted as the whole amount"
-            );
-            call.amount
-        }),
-    };
-    RailOutcome::Applied {
-        entity: entity(id, stamp_of(&value)),
-        fee: amount(fee_field),
-        tax: amount("tax"),
-        response: text,
-    }
+/// What the rail's answer to a stamped money call says happened, as the profile reads it.
+pub fn outcome_of(profile: &Profile, call: &RailCall, result: &CallToolResult) -> RailOutcome {
+    profile.outcome(call, result.is_error == Some(true), text_of(result))
 }
 
-/// The engine's [`Rail`] over the upstream, with the Razorpay profile. Async: the runner awaits
+/// The engine's [`Rail`] over the upstream, shaped by a rail profile. Async: the runner awaits
 /// each read and call on the proxy's runtime, with no thread hop and no `block_on`.
 #[derive(Clone)]
 pub struct McpRail {
     /// The upstream.
     pub upstream: Arc<Upstream>,
-}
-
-fn obj(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    }
-}
-
-fn minor(value: &Value, field: &str) -> Result<Minor, RailError> {
-    Minor::from_json(&value[field])
-        .map_err(|e| RailError::Unavailable(format!("the rail's {field} is not an amount: {e}")))
-}
-
-fn currency(value: &Value) -> Result<Currency, RailError> {
-    let text = value["currency"].as_str().unwrap_or("");
-    Currency::parse(text)
-        .map_err(|e| RailError::Unavailable(format!("the rail's currency {text:?}: {e}")))
-}
-
-/// The stamp in an entity's `notes` (which Razorpay may send as `{}` or `[]`).
-fn stamp_of(entity: &Value) -> Option<&str> {
-    entity["notes"]
-        .as_object()
-        .and_then(|notes| notes.get(STAMP_NOTE_KEY))
-        .and_then(Value::as_str)
+    /// The upstream's rail profile.
+    pub profile: Arc<Profile>,
 }
 
 impl McpRail {
     /// A read: the object, or why not.
-    async fn read(&self, tool: &str, args: Value) -> Result<Value, RailError> {
+    async fn read(&self, request: Request) -> Result<Value, RailError> {
+        let tool = request.tool;
         let result = self
             .upstream
-            .call(tool, Some(obj(args)))
+            .call(&tool, Some(request.args))
             .await
             .map_err(|e| RailError::Unavailable(format!("{tool}: {e}")))?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
-            return Err(if text.contains("BAD_REQUEST_ERROR") {
-                RailError::NotFound(text)
-            } else {
-                RailError::Unavailable(text)
-            });
+            return Err(self.profile.read_error(text));
         }
         serde_json::from_str(&text)
             .map_err(|e| RailError::Unavailable(format!("{tool} answered non-JSON: {e}")))
     }
 
-    async fn resolve_payment(&self, hint: String) -> Result<Referent, RailError> {
-        let payment = self
-            .read("fetch_payment", json!({"payment_id": hint}))
-            .await?;
-        let order = match payment["order_id"].as_str() {
-            Some(order_id) if !order_id.is_empty() => {
-                let order = self
-                    .read("fetch_order", json!({"order_id": order_id}))
-                    .await?;
-                Some(OrderReferent {
-                    id: order["id"].as_str().unwrap_or(order_id).to_owned(),
-                    amount_paid: minor(&order, "amount_paid")?,
-                })
+    async fn resolve_owned(&self, action: ProposedAction) -> Result<Referent, RailError> {
+        let profile = &self.profile;
+        match action.kind {
+            ActionKind::Refund => {
+                let hint = action.payment_hint.unwrap_or_default();
+                let payment = self.read(profile.payment_request(&hint)).await?;
+                let order = match profile.order_request(&payment) {
+                    Some(request) => Some(self.read(request).await?),
+                    None => None,
+                };
+                profile.payment_referent(&payment, order.as_ref())
             }
-            _ => None,
-        };
-        Ok(Referent::Payment(PaymentReferent {
-            id: payment["id"]
-                .as_str()
-                .ok_or_else(|| RailError::Unavailable("the payment has no id".into()))?
-                .to_owned(),
-            amount: minor(&payment, "amount")?,
-            amount_refunded: minor(&payment, "amount_refunded")?,
-            currency: currency(&payment)?,
-            captured: payment["captured"].as_bool().unwrap_or(false),
-            order,
-        }))
-    }
-
-    async fn resolve_balance(&self) -> Result<Referent, RailError> {
-        let balance = self.read("fetch_balance", json!({})).await?;
-        Ok(Referent::Balance {
-            balance: minor(&balance, "balance")?,
-            currency: currency(&balance)?,
-        })
+            ActionKind::Settlement => {
+                let balance = self.read(profile.balance_request()).await?;
+                profile.balance_referent(&balance)
+            }
+        }
     }
 
     async fn execute_owned(&self, call: RailCall, timeout_ms: u64) -> RailOutcome {
-        let mut args = call.passthrough.clone();
-        args.insert("amount".into(), json!(call.amount.get()));
-        args.insert("notes".into(), Value::Object(call.notes.clone()));
-        match call.kind {
-            ActionKind::Refund => {
-                args.insert("payment_id".into(), json!(call.subject_id));
-                if let Some(receipt) = &call.receipt {
-                    args.insert("receipt".into(), json!(receipt));
-                }
-            }
-            ActionKind::Settlement => {
-                args.insert("settle_full_balance".into(), json!(false));
-            }
-        }
+        let args = self.profile.outbound_args(&call);
         // The driver sized its lease on this call ending within `timeout_ms`: abandon it then,
         // whatever the upstream's own timeout says.
         let deadline = Duration::from_millis(timeout_ms);
@@ -573,37 +457,12 @@ impl McpRail {
                 };
             }
         };
-        outcome_of(&call, &result)
+        outcome_of(&self.profile, &call, &result)
     }
 
     async fn list_page_owned(&self, query: ListQuery, at: PageAt) -> Result<ListPage, RailError> {
-        // Razorpay pages by offset and reports no total: only an empty page proves the end. A
-        // short page may be the end or a page the rail capped below `count`; treating it as the
-        // end would call an entity on a later page absent, and absence licenses a retry.
-        let skip = at.skip;
-        let collection = match query.kind {
-            ActionKind::Refund => {
-                let args =
-                    json!({"payment_id": query.subject_id, "count": PAGE_COUNT, "skip": skip});
-                self.read("fetch_multiple_refunds_for_payment", args)
-                    .await?
-            }
-            ActionKind::Settlement => {
-                let args = json!({"count": PAGE_COUNT, "skip": skip});
-                self.read("fetch_all_instant_settlements", args).await?
-            }
-        };
-        let items = collection["items"]
-            .as_array()
-            .ok_or_else(|| RailError::Unavailable("the list has no items".into()))?;
-        let entities = items
-            .iter()
-            .filter_map(|item| item["id"].as_str().map(|id| entity(id, stamp_of(item))))
-            .collect::<Vec<_>>();
-        Ok(ListPage {
-            is_last: items.is_empty(),
-            entities,
-        })
+        let collection = self.read(self.profile.list_request(&query, at)).await?;
+        self.profile.list_page(&collection)
     }
 }
 
@@ -613,14 +472,8 @@ impl Rail for McpRail {
         action: &ProposedAction,
     ) -> impl Future<Output = Result<Referent, RailError>> + Send {
         let rail = self.clone();
-        let kind = action.kind;
-        let hint = action.payment_hint.clone().unwrap_or_default();
-        async move {
-            match kind {
-                ActionKind::Refund => rail.resolve_payment(hint).await,
-                ActionKind::Settlement => rail.resolve_balance().await,
-            }
-        }
+        let action = action.clone();
+        async move { rail.resolve_owned(action).await }
     }
 
     fn execute(
@@ -647,7 +500,14 @@ impl Rail for McpRail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use interlock_spec::action::STAMP_NOTE_KEY;
     use interlock_spec::ids::{Sik, ToolName};
+    use interlock_spec::money::{Currency, Minor};
+    use serde_json::json;
+
+    fn razorpay() -> Profile {
+        interlock_profile::razorpay::profile()
+    }
     use rmcp::model::{ContentBlock, ToolAnnotations};
 
     const SIK: &str = "WF6QNWANGI5M56CWTMOQCJYSXAYAPDCA";
@@ -660,8 +520,6 @@ mod tests {
             subject_id: "pay_1002".into(),
             amount: Minor::new(50_000).unwrap(),
             currency: Currency::parse("INR").unwrap(),
-            receipt: Some(format!("ilk_{SIK}")),
-            notes: Map::new(),
             passthrough: Map::new(),
         }
     }
@@ -687,13 +545,24 @@ mod tests {
                 .extend(extra.as_object().unwrap().clone());
             answered(body)
         };
-        assert_eq!(fees(outcome_of(&call, &stamped(json!({})))), (0, 0));
         assert_eq!(
-            fees(outcome_of(&call, &stamped(json!({"fee": 150, "tax": 27})))),
+            fees(outcome_of(&razorpay(), &call, &stamped(json!({})))),
+            (0, 0)
+        );
+        assert_eq!(
+            fees(outcome_of(
+                &razorpay(),
+                &call,
+                &stamped(json!({"fee": 150, "tax": 27}))
+            )),
             (150, 27)
         );
         for unreadable in [json!(1.5), json!("150"), json!(-3)] {
-            let outcome = outcome_of(&call, &stamped(json!({"fee": unreadable, "tax": 0})));
+            let outcome = outcome_of(
+                &razorpay(),
+                &call,
+                &stamped(json!({"fee": unreadable, "tax": 0})),
+            );
             assert_eq!(fees(outcome), (50_000, 0), "fee {unreadable}");
         }
     }
@@ -703,7 +572,11 @@ mod tests {
         let call = refund_call();
         let error = |text: &str| CallToolResult::error(vec![ContentBlock::text(text.to_owned())]);
         assert!(matches!(
-            outcome_of(&call, &error("BAD_REQUEST_ERROR: amount too large")),
+            outcome_of(
+                &razorpay(),
+                &call,
+                &error("BAD_REQUEST_ERROR: amount too large")
+            ),
             RailOutcome::Rejected { .. }
         ));
         // Razorpay's own server words a refusal without the code: reconciled, never believed.
@@ -713,7 +586,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    outcome_of(&call, &error(text)),
+                    outcome_of(&razorpay(), &call, &error(text)),
                     RailOutcome::Ambiguous { .. }
                 ),
                 "{text}"
@@ -722,7 +595,10 @@ mod tests {
         for body in ["not json", r#"{"entity": "refund"}"#] {
             let result = CallToolResult::success(vec![ContentBlock::text(body.to_owned())]);
             assert!(
-                matches!(outcome_of(&call, &result), RailOutcome::Ambiguous { .. }),
+                matches!(
+                    outcome_of(&razorpay(), &call, &result),
+                    RailOutcome::Ambiguous { .. }
+                ),
                 "{body}"
             );
         }
@@ -736,11 +612,12 @@ mod tests {
             tool
         };
         assert_eq!(
-            carriage("create_refund", None),
+            carriage(&razorpay(), "create_refund", None),
             Carriage::Money(ActionKind::Refund)
         );
         assert_eq!(
             carriage(
+                &razorpay(),
                 "update_refund",
                 Some(&tool(Some(ToolAnnotations::new().read_only(true))))
             ),
@@ -752,11 +629,18 @@ mod tests {
             Some(ToolAnnotations::new().read_only(false).destructive(false)),
         ] {
             assert_eq!(
-                carriage("update_refund", Some(&tool(annotations.clone()))),
+                carriage(
+                    &razorpay(),
+                    "update_refund",
+                    Some(&tool(annotations.clone()))
+                ),
                 Carriage::Unguarded,
                 "{annotations:?}"
             );
         }
-        assert_eq!(carriage("fetch_payment", None), Carriage::Unguarded);
+        assert_eq!(
+            carriage(&razorpay(), "fetch_payment", None),
+            Carriage::Unguarded
+        );
     }
 }

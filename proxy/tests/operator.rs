@@ -7,7 +7,6 @@ use std::ffi::OsStr;
 
 use common::*;
 use interlock_spec::mandate::Mandate;
-use interlock_spec::mandate::template::Template;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +240,7 @@ fn pin_write(mandate: &std::path::Path) -> (i32, String, String) {
 #[test]
 fn pin_write_fills_in_a_hand_written_mandate_without_complete_provenance() {
     let dir = fresh_dir("pin-hand-written");
-    let body = Template::refund_desk(AGENT).yaml();
+    let body = interlock_profile::razorpay::refund_desk(AGENT).yaml();
     assert!(!body.contains("provenance"));
     for (name, provenance) in [
         ("none", ""),

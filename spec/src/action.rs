@@ -2,9 +2,13 @@
 //! anything about it has been checked against the rail.
 //!
 //! The parser refuses rather than guesses: a float, a string or a missing amount, an unknown
-//! shape of payment id, an argument that tries to write one of our stamps. Nothing here is
-//! trusted yet: the payment id is only a *hint* that G2 resolves on the rail, and the SIK's
+//! shape of subject id, an argument that tries to write one of our stamps. Nothing here is
+//! trusted yet: the subject id is only a *hint* that G2 resolves on the rail, and the SIK's
 //! subject is the id the rail answers with, never this text.
+//!
+//! This module knows no rail: which argument is the amount, which names the subject and which
+//! Interlock writes itself come in an [`ArgShape`] that a rail profile (`interlock-profile`)
+//! supplies for each of its money tools.
 
 use crate::ids::{AgentId, MerchantId, ToolName};
 use crate::money::{AmountError, Minor};
@@ -14,16 +18,13 @@ use serde_json::{Map, Value};
 
 /// The argument an agent uses to say two otherwise identical actions are meant to be distinct.
 pub const DISTINCT_REASON_ARG: &str = "interlock_distinct_reason";
-/// The notes key Interlock stamps with the SIK on every outbound money call.
+/// The key Interlock stamps with the SIK in the notes (metadata) object of every outbound money
+/// call whose rail carries one.
 pub const STAMP_NOTE_KEY: &str = "interlock_sik";
-/// The prefix of the receipt Interlock stamps on refunds: `"ilk_" + sik` (36 ≤ Razorpay's 40).
-pub const RECEIPT_PREFIX: &str = "ilk_";
 /// Largest argument object we parse, in bytes of its JSON text: a tool call is a few hundred.
 pub const TOOL_ARGS_BYTES_MAX: usize = 16 * 1024;
-/// Longest payment id we accept (`pay_` + Razorpay's 14 characters, with room to spare).
-pub const PAYMENT_ID_LENGTH_MAX: usize = 40;
-// The refusal message spells the bound out.
-const _: () = assert!(PAYMENT_ID_LENGTH_MAX - "pay_".len() == 36);
+/// Longest subject id hint we accept (a rail's prefix and id, with room to spare).
+pub const SUBJECT_HINT_LENGTH_MAX: usize = 40;
 
 /// What kind of money movement an action is; a rail profile maps tool names to kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,6 +46,24 @@ impl ActionKind {
     }
 }
 
+/// The argument names of one money tool, as its rail profile declares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgShape<'a> {
+    /// What the tool does with money.
+    pub kind: ActionKind,
+    /// The argument holding the amount in minor units.
+    pub amount: &'a str,
+    /// The argument naming the subject (a payment), and the prefix its ids carry; `None` when
+    /// the subject is implied (a merchant's balance).
+    pub subject: Option<(&'a str, &'a str)>,
+    /// Arguments Interlock writes itself (a receipt): an agent may not supply them.
+    pub reserved: &'a [&'a str],
+    /// The argument whose object carries [`STAMP_NOTE_KEY`], if the rail has one.
+    pub notes: Option<&'a str>,
+    /// Boolean arguments that must be absent or `false` (one that moves an unnamed amount).
+    pub false_only: &'a [&'a str],
+}
+
 /// A money-moving tool call, parsed but not yet judged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ProposedAction {
@@ -63,8 +82,12 @@ pub struct ProposedAction {
     /// `interlock_distinct_reason`, if given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distinct: Option<String>,
-    /// Every other argument, forwarded as given (`speed`, `notes`, `description`, …).
+    /// Every other argument, forwarded as given (notes, a description, a speed, …).
     pub passthrough: Map<String, Value>,
+    /// The argument names whose values the key already holds as its subject and amount: a
+    /// mandate that names them as key fields adds nothing to the key's `extra`.
+    #[serde(skip)]
+    pub covered_args: Vec<String>,
 }
 
 impl ProposedAction {
@@ -88,31 +111,40 @@ pub enum ActionError {
     TooLarge(usize),
     /// A required argument is absent.
     #[error("{0} is required")]
-    Missing(&'static str),
+    Missing(String),
     /// The amount is not a positive integer in minor units.
-    #[error("amount: {0}")]
-    Amount(AmountError),
-    /// The payment id is not `pay_` followed by letters and digits.
-    #[error("payment_id must be \"pay_\" followed by 1 to 36 letters or digits, got {0:?}")]
-    PaymentId(String),
+    #[error("{0}: {1}")]
+    Amount(String, AmountError),
+    /// The subject id is not the profile's prefix followed by letters and digits.
+    #[error("{arg} must be {prefix:?} followed by 1 to {longest} letters or digits, got {got:?}")]
+    SubjectId {
+        /// The argument.
+        arg: String,
+        /// The prefix its ids carry.
+        prefix: String,
+        /// The most characters after the prefix.
+        longest: usize,
+        /// What the agent sent.
+        got: String,
+    },
     /// `interlock_distinct_reason` is not a usable reason.
     #[error("{DISTINCT_REASON_ARG}: {0}")]
     DistinctReason(String),
     /// The agent tried to write a field Interlock stamps.
     #[error("{0} is written by Interlock and must not be supplied")]
-    Reserved(&'static str),
-    /// `settle_full_balance: true` names no amount, so nothing could bound it.
-    #[error("settle_full_balance must be false: give the amount to settle explicitly")]
-    FullBalance,
+    Reserved(String),
+    /// A flag that would move an unnamed amount (a full balance) is set.
+    #[error("{0} must be false: give the amount explicitly")]
+    MustBeFalse(String),
     /// An argument has no canonical JSON form (a float, an integer above 2^53, nesting deeper
     /// than the canonicalizer allows): it could not be keyed or recorded exactly.
     #[error("arguments: {0}")]
     NotCanonical(String),
 }
 
-/// Parses the arguments of a money tool of `kind`.
+/// Parses the arguments of a money tool whose profile declares `shape`.
 pub fn parse(
-    kind: ActionKind,
+    shape: &ArgShape<'_>,
     agent_id: AgentId,
     merchant_id: MerchantId,
     tool: ToolName,
@@ -125,56 +157,70 @@ pub fn parse(
     if size > TOOL_ARGS_BYTES_MAX {
         return Err(ActionError::TooLarge(size));
     }
+    let amount_error = |e| ActionError::Amount(shape.amount.to_owned(), e);
     // Every argument is recorded in the hash-chained audit log and some enter the SIK, both as
-    // canonical JSON: one without a canonical form (a float anywhere, not only in `amount`) is
-    // refused here rather than found later. The amount is checked first for its own message.
-    if let Some(amount) = object.get("amount") {
-        Minor::positive_from_json(amount).map_err(ActionError::Amount)?;
+    // canonical JSON: one without a canonical form (a float anywhere, not only in the amount)
+    // is refused here rather than found later. The amount is checked first for its own message.
+    if let Some(amount) = object.get(shape.amount) {
+        Minor::positive_from_json(amount).map_err(amount_error)?;
     }
     crate::canonical::canonical_json(args).map_err(|e| ActionError::NotCanonical(e.to_string()))?;
     let mut passthrough = object.clone();
     let amount = passthrough
-        .remove("amount")
-        .ok_or(ActionError::Missing("amount"))?;
-    let amount = Minor::positive_from_json(&amount).map_err(ActionError::Amount)?;
+        .remove(shape.amount)
+        .ok_or_else(|| ActionError::Missing(shape.amount.to_owned()))?;
+    let amount = Minor::positive_from_json(&amount).map_err(amount_error)?;
     let distinct = match passthrough.remove(DISTINCT_REASON_ARG) {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(distinct_reason(&text)?),
         Some(_) => return Err(ActionError::DistinctReason("must be a string".to_owned())),
     };
-    if passthrough.contains_key("receipt") {
-        return Err(ActionError::Reserved("receipt"));
-    }
-    if let Some(Value::Object(notes)) = passthrough.get("notes")
-        && notes.contains_key(STAMP_NOTE_KEY)
-    {
-        return Err(ActionError::Reserved("notes.interlock_sik"));
-    }
-    let payment_hint = match kind {
-        ActionKind::Refund => {
+    check_reserved(shape, &passthrough)?;
+    let payment_hint = match shape.subject {
+        Some((arg, prefix)) => {
             let id = passthrough
-                .remove("payment_id")
-                .ok_or(ActionError::Missing("payment_id"))?;
-            Some(payment_id(&id)?)
+                .remove(arg)
+                .ok_or_else(|| ActionError::Missing(arg.to_owned()))?;
+            Some(subject_id(arg, prefix, &id)?)
         }
-        ActionKind::Settlement => {
-            match passthrough.get("settle_full_balance") {
-                None | Some(Value::Bool(false)) => {}
-                Some(_) => return Err(ActionError::FullBalance),
-            }
-            None
-        }
+        None => None,
     };
+    let covered_args = std::iter::once(shape.amount)
+        .chain(shape.subject.map(|(arg, _)| arg))
+        .map(str::to_owned)
+        .collect();
     Ok(ProposedAction {
         agent_id,
         merchant_id,
         tool,
-        kind,
+        kind: shape.kind,
         payment_hint,
         amount,
         distinct,
         passthrough,
+        covered_args,
     })
+}
+
+/// Refuses an argument Interlock writes, a stamp planted in the notes, or a set flag that
+/// would move an unnamed amount.
+fn check_reserved(shape: &ArgShape<'_>, args: &Map<String, Value>) -> Result<(), ActionError> {
+    if let Some(arg) = shape.reserved.iter().find(|arg| args.contains_key(**arg)) {
+        return Err(ActionError::Reserved((*arg).to_owned()));
+    }
+    if let Some(notes) = shape.notes
+        && let Some(Value::Object(object)) = args.get(notes)
+        && object.contains_key(STAMP_NOTE_KEY)
+    {
+        return Err(ActionError::Reserved(format!("{notes}.{STAMP_NOTE_KEY}")));
+    }
+    for flag in shape.false_only {
+        match args.get(*flag) {
+            None | Some(Value::Bool(false)) => {}
+            Some(_) => return Err(ActionError::MustBeFalse((*flag).to_owned())),
+        }
+    }
+    Ok(())
 }
 
 fn distinct_reason(text: &str) -> Result<String, ActionError> {
@@ -183,19 +229,26 @@ fn distinct_reason(text: &str) -> Result<String, ActionError> {
         .map_err(|error: SikError| ActionError::DistinctReason(error.to_string()))
 }
 
-fn payment_id(value: &Value) -> Result<String, ActionError> {
+fn subject_id(arg: &str, prefix: &str, value: &Value) -> Result<String, ActionError> {
+    let longest = SUBJECT_HINT_LENGTH_MAX.saturating_sub(prefix.len());
+    let refuse = |got: String| ActionError::SubjectId {
+        arg: arg.to_owned(),
+        prefix: prefix.to_owned(),
+        longest,
+        got,
+    };
     let text = match value {
         Value::String(text) => text.as_str(),
-        other => return Err(ActionError::PaymentId(other.to_string())),
+        other => return Err(refuse(other.to_string())),
     };
-    let well_formed = text.len() <= PAYMENT_ID_LENGTH_MAX
-        && text.strip_prefix("pay_").is_some_and(|rest| {
+    let well_formed = text.len() <= SUBJECT_HINT_LENGTH_MAX
+        && text.strip_prefix(prefix).is_some_and(|rest| {
             !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric())
         });
     if well_formed {
         Ok(text.to_owned())
     } else {
-        Err(ActionError::PaymentId(text.to_owned()))
+        Err(refuse(text.to_owned()))
     }
 }
 
@@ -204,9 +257,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    // The shapes of a refund and a settlement tool as the Razorpay profile declares them.
+    const REFUND: ArgShape<'static> = ArgShape {
+        kind: ActionKind::Refund,
+        amount: "amount",
+        subject: Some(("payment_id", "pay_")),
+        reserved: &["receipt"],
+        notes: Some("notes"),
+        false_only: &[],
+    };
+    const SETTLEMENT: ArgShape<'static> = ArgShape {
+        kind: ActionKind::Settlement,
+        amount: "amount",
+        subject: None,
+        reserved: &[],
+        notes: Some("notes"),
+        false_only: &["settle_full_balance"],
+    };
+
     fn refund(args: Value) -> Result<ProposedAction, ActionError> {
         parse(
-            ActionKind::Refund,
+            &REFUND,
             AgentId::parse("agent_a").unwrap(),
             MerchantId::parse("acc_1").unwrap(),
             ToolName::parse("create_refund").unwrap(),
@@ -223,6 +294,7 @@ mod tests {
         .unwrap();
         assert_eq!(action.payment_hint.as_deref(), Some("pay_1002"));
         assert_eq!(action.amount.get(), 1000);
+        assert_eq!(action.covered_args, ["amount", "payment_id"]);
         assert_eq!(action.distinct.as_deref(), Some("late delivery"));
         assert_eq!(
             action.passthrough,
@@ -300,7 +372,7 @@ mod tests {
     fn a_full_balance_settlement_is_refused() {
         let settle = |args: Value| {
             parse(
-                ActionKind::Settlement,
+                &SETTLEMENT,
                 AgentId::parse("agent_a").unwrap(),
                 MerchantId::parse("acc_1").unwrap(),
                 ToolName::parse("create_instant_settlement").unwrap(),
@@ -309,7 +381,13 @@ mod tests {
         };
         assert_eq!(
             settle(json!({"amount": 500, "settle_full_balance": true})),
-            Err(ActionError::FullBalance)
+            Err(ActionError::MustBeFalse("settle_full_balance".into()))
+        );
+        assert_eq!(
+            settle(json!({"amount": 500, "settle_full_balance": true}))
+                .unwrap_err()
+                .to_string(),
+            "settle_full_balance must be false: give the amount explicitly"
         );
         let ok = settle(json!({"amount": 500, "settle_full_balance": false})).unwrap();
         assert_eq!(ok.payment_hint, None);

@@ -10,7 +10,9 @@
 //! Two rules keep the key honest:
 //! - **Refunds never carry a time window.** Two refunds of the same amount on the same payment
 //!   mean the same thing five seconds or five days apart; a window would let an agent refund
-//!   twice by waiting. [`compute_sik`] refuses a window on a refund tool ([`REFUND_TOOLS`]).
+//!   twice by waiting. Which tools are refunds is the rail profile's to say: the profile refuses
+//!   a mandate that windows a refund tool, and the driver refuses to key a refund with a window
+//!   ([`SikError::RefundWindow`]).
 //! - **`distinct` comes only from an explicit reason.** A [`DistinctReason`] can only be made from
 //!   non-blank text, so a blank `interlock_distinct_reason` is an error, never a silent "no
 //!   reason" that would collapse into the first refund's key, nor a fresh key that would not.
@@ -26,11 +28,8 @@ pub const SIK_VERSION: u64 = 1;
 /// Longest distinct reason, in characters after trimming. The reason is logged verbatim in the
 /// audit record, so it is bounded like everything else an agent can send.
 pub const DISTINCT_REASON_LENGTH_MAX: usize = 500;
-/// Longest subject (rail entity id); Razorpay ids are a prefix and 14 characters.
+/// Longest subject (rail entity id); rail ids are a short prefix and a few dozen characters.
 pub const SUBJECT_LENGTH_MAX: usize = 64;
-/// Tools whose keys must never carry a time window. Razorpay's refund tool is the only one; a
-/// rail profile for another rail adds its refund tool here.
-pub const REFUND_TOOLS: [&str; 1] = ["create_refund"];
 
 /// Why no key could be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,11 +118,6 @@ pub struct SikInput {
     pub distinct: Option<DistinctReason>,
 }
 
-/// True for tools whose keys must never carry a window ([`REFUND_TOOLS`]).
-pub fn is_refund_tool(tool: &ToolName) -> bool {
-    REFUND_TOOLS.contains(&tool.as_str())
-}
-
 /// The window bucket `floor(now_ms / window_ms)`: actions in the same bucket share a key. Time
 /// is passed in, never read, so the key is reproducible.
 pub fn window_bucket(now_ms: u64, window_ms: u64) -> Result<u64, SikError> {
@@ -141,14 +135,6 @@ fn check_subject(subject: &str) -> Result<(), SikError> {
 /// The canonical JSON the key hashes; the audit log records it so a key can be re-derived.
 pub fn sik_preimage(input: &SikInput) -> Result<String, SikError> {
     check_subject(&input.subject)?;
-    if let Some(window) = input.window
-        && is_refund_tool(&input.tool)
-    {
-        return Err(SikError::RefundWindow {
-            tool: input.tool.clone(),
-            window,
-        });
-    }
     let preimage = json!({
         "v": SIK_VERSION,
         "merchant_id": input.merchant_id.as_str(),
@@ -325,22 +311,6 @@ mod tests {
             compute_sik(&windowed(1)).unwrap(),
             compute_sik(&windowed(2)).unwrap()
         );
-    }
-
-    #[test]
-    fn refunds_refuse_a_window() {
-        let input = SikInput {
-            window: Some(19675),
-            ..readme_refund()
-        };
-        assert_eq!(
-            compute_sik(&input),
-            Err(SikError::RefundWindow {
-                tool: ToolName::parse("create_refund").unwrap(),
-                window: 19675,
-            })
-        );
-        assert!(compute_sik(&settlement(1_700_000_000_000)).is_ok());
     }
 
     #[test]

@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use interlock_profile::razorpay::RECEIPT_PREFIX;
 use interlock_rail_mock::harness::{self, EntityKind, Inspection};
-use interlock_spec::action::{RECEIPT_PREFIX, STAMP_NOTE_KEY};
+use interlock_spec::action::STAMP_NOTE_KEY;
 
 use crate::Res;
 

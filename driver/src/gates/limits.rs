@@ -6,10 +6,10 @@
 
 use super::{Gate, GateInput, GateResult};
 use crate::rail::Referent;
+use interlock_spec::action::ActionKind;
 use interlock_spec::ids::ToolName;
 use interlock_spec::money::Minor;
 use interlock_spec::reason::ReasonCode;
-use interlock_spec::sik::is_refund_tool;
 
 /// Judges the call against the mandate's limits.
 pub fn check(input: &GateInput<'_>) -> GateResult {
@@ -76,7 +76,7 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
     let grant = mandate.grant(&action.tool);
     let per_payment = grant.and_then(|grant| grant.max_refunds_per_payment);
     if let (Some(max), Referent::Payment(payment)) = (per_payment, referent)
-        && is_refund_tool(&action.tool)
+        && action.kind == ActionKind::Refund
         && usage.subject_count >= max
     {
         return block(

@@ -6,10 +6,9 @@ use interlock_engine::gates::LiveTool;
 use interlock_engine::memory_rail::MemoryRail;
 use interlock_engine::{Engine, EngineConfig, Ledger, ManualClock};
 use interlock_machine::{Record, invariants};
-use interlock_spec::action::{self, ActionKind, ProposedAction};
-use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::action::{ActionKind, ProposedAction};
+use interlock_spec::ids::{AgentId, MerchantId};
 use interlock_spec::mandate::Mandate;
-use interlock_spec::mandate::template::Template;
 use interlock_spec::money::Minor;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -25,7 +24,7 @@ pub const SERVER: &str = "razorpay-mcp@0.1.0";
 /// `currencies: [INR]}`, the window's flow line, the settlement's pin line): the template writes
 /// those as one flow line each.
 pub fn mandate_yaml() -> String {
-    Template::refund_desk("agent_test")
+    interlock_profile::razorpay::refund_desk("agent_test")
         .merchant_id("acc_TEST")
         .purpose("test refunds")
         .expires_at(1_800_000_000_000)
@@ -68,14 +67,23 @@ pub fn settlement(amount: u64) -> ProposedAction {
 }
 
 pub fn parse(kind: ActionKind, tool: &str, args: Value) -> ProposedAction {
-    action::parse(
-        kind,
-        AgentId::parse("agent_test").unwrap(),
-        MerchantId::parse("acc_TEST").unwrap(),
-        ToolName::parse(tool).unwrap(),
-        &args,
-    )
-    .expect("test arguments parse")
+    // A tool outside the profile (an ungranted one, for G1) is parsed with its kind's shape.
+    let profile = interlock_profile::razorpay::profile();
+    let money = profile
+        .money
+        .iter()
+        .find(|m| m.kind == kind)
+        .expect("both kinds");
+    let mut action = profile
+        .parse(
+            money,
+            AgentId::parse("agent_test").unwrap(),
+            MerchantId::parse("acc_TEST").unwrap(),
+            &args,
+        )
+        .expect("test arguments parse");
+    action.tool = interlock_spec::ids::ToolName::parse(tool).unwrap();
+    action
 }
 
 /// A rail whose calls are recorded, with the ledger's audit head at the moment each arrived.

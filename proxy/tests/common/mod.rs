@@ -8,7 +8,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use interlock_spec::mandate::template::Template;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
@@ -105,7 +104,7 @@ pub struct Scene {
 pub fn scene(name: &str, drift: &[&str]) -> Scene {
     let dir = fresh_dir(name);
     let pins = pins();
-    let mut template = Template::refund_desk(AGENT)
+    let mut template = interlock_profile::razorpay::refund_desk(AGENT)
         .pinned_by(pins)
         .expect("the mock offers every granted tool");
     for tool in drift {

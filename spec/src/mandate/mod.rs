@@ -310,6 +310,15 @@ impl Mandate {
         validate::mandate(self)
     }
 
+    /// Checks the rules that depend on what each tool does, as a rail profile's `kind_of` says
+    /// ([`validate::kinds`]): the proxy runs them with its profile wherever it loads a mandate.
+    pub fn validate_kinds(
+        &self,
+        kind_of: impl Fn(&ToolName) -> Option<crate::action::ActionKind>,
+    ) -> Result<(), Vec<Violation>> {
+        validate::kinds(self, kind_of)
+    }
+
     /// Checks the mandate is in force at `now_ms`: `issued_at <= now_ms < expires_at`.
     pub fn check_active(&self, now_ms: u64) -> Result<(), MandateTimeError> {
         if now_ms < self.issued_at {

@@ -1,20 +1,21 @@
 //! The mandate the demo, the tests, the chaos matrix, the benchmarks and the fuzz targets run
 //! under, written once.
 //!
-//! [`Template::refund_desk`] is the refund desk of the demo: `fetch_payment` (a read),
-//! `create_refund` and `create_instant_settlement`, a daily window and fee budget, refunds keyed
-//! on the payment and settlements on their description. Each caller states only what it
-//! changes, then writes the YAML ([`Template::yaml`]) for a file the proxy reads, or parses it
-//! ([`Template::build`]) where it needs the [`Mandate`] itself:
+//! A template starts empty ([`Template::new`]); a rail profile builds its demo desk on it (the
+//! Razorpay refund desk is `interlock_profile::razorpay::refund_desk`). Each caller states only
+//! what it changes, then writes the YAML ([`Template::yaml`]) for a file the proxy reads, or
+//! parses it ([`Template::build`]) where it needs the [`Mandate`] itself:
 //!
 //! ```
 //! use interlock_spec::mandate::template::Template;
-//! let mandate = Template::refund_desk("agent_chaos")
+//! let mandate = Template::new("agent_chaos")
 //!     .mandate_id("mnd_chaos")
 //!     .expires_at(4_000_000_000_000)
-//!     .max_amount("create_instant_settlement", 500_000)
-//!     .pinned("razorpay-mcp@0.1.0", &"0".repeat(64))
-//!     .pin("create_refund", &"1".repeat(64))
+//!     .read("lookup")
+//!     .money("pay_out", 100, 500_000)
+//!     .window(10, 1_000_000)
+//!     .pinned("some-mcp@1.0.0", &"0".repeat(64))
+//!     .pin("pay_out", &"1".repeat(64))
 //!     .build()
 //!     .unwrap();
 //! assert_eq!(mandate.mandate_id.as_str(), "mnd_chaos");
@@ -95,25 +96,6 @@ impl Template {
             idempotency: Vec::new(),
             provenance: None,
         }
-    }
-
-    /// The demo's refund desk for `agent_id`, unpinned:
-    ///
-    /// - `fetch_payment`: a read, moves no money;
-    /// - `create_refund`: irreversible, 100..=500000 per call, keyed on `payment_id` forever;
-    /// - `create_instant_settlement`: irreversible, 200..=100000 per call, held for a human when
-    ///   the balance cannot be read, keyed on `description` for a day;
-    /// - one day: at most 40 money calls and 2000000 moved, at most 20000 in fees.
-    pub fn refund_desk(agent_id: &str) -> Template {
-        Template::new(agent_id)
-            .read("fetch_payment")
-            .money("create_refund", 100, 500_000)
-            .money("create_instant_settlement", 200, 100_000)
-            .on_unresolvable("create_instant_settlement", Some(OnUnresolvable::Hold))
-            .window(40, 2_000_000)
-            .fee_budget(20_000)
-            .idempotency("create_refund", &["payment_id"], None)
-            .idempotency("create_instant_settlement", &["description"], Some(DAY_MS))
     }
 
     /// `mandate_id`.
@@ -435,6 +417,20 @@ fn empty_map(empty: bool) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    // The Razorpay desk as the profile builds it (interlock_profile::razorpay::refund_desk);
+    // spec cannot depend on the profile, so its tests spell it out.
+    fn refund_desk(agent_id: &str) -> Template {
+        Template::new(agent_id)
+            .read("fetch_payment")
+            .money("create_refund", 100, 500_000)
+            .money("create_instant_settlement", 200, 100_000)
+            .on_unresolvable("create_instant_settlement", Some(OnUnresolvable::Hold))
+            .window(40, 2_000_000)
+            .fee_budget(20_000)
+            .idempotency("create_refund", &["payment_id"], None)
+            .idempotency("create_instant_settlement", &["description"], Some(DAY_MS))
+    }
+
     use super::*;
     use crate::ids::ToolName;
     use crate::money::Minor;
@@ -446,7 +442,7 @@ mod tests {
 
     #[test]
     fn the_refund_desk_validates_and_says_what_its_doc_says() {
-        let mandate = Template::refund_desk("agent_support_bot").build().unwrap();
+        let mandate = refund_desk("agent_support_bot").build().unwrap();
         assert_eq!(mandate.agent_id.as_str(), "agent_support_bot");
         assert_eq!(mandate.scope.grants.len(), 3);
         let refund = mandate.grant(&tool("create_refund")).unwrap();
@@ -469,7 +465,7 @@ mod tests {
             "tools": {"fetch_payment": "b".repeat(64), "create_refund": "c".repeat(64),
                       "create_instant_settlement": "d".repeat(64), "other": "e".repeat(64)},
         });
-        let mandate = Template::refund_desk("agent_x")
+        let mandate = refund_desk("agent_x")
             .pinned_by(&pins)
             .unwrap()
             .pin("create_refund", &"0".repeat(64))
@@ -488,15 +484,13 @@ mod tests {
         );
 
         let missing = json!({"server_id": "s", "manifest_sha256": "a".repeat(64), "tools": {}});
-        let err = Template::refund_desk("agent_x")
-            .pinned_by(&missing)
-            .unwrap_err();
+        let err = refund_desk("agent_x").pinned_by(&missing).unwrap_err();
         assert!(err.contains("pin for fetch_payment"), "{err}");
     }
 
     #[test]
     fn without_takes_the_grant_its_rule_and_its_pin() {
-        let mandate = Template::refund_desk("agent_x")
+        let mandate = refund_desk("agent_x")
             .pinned("s", &"a".repeat(64))
             .pin("create_instant_settlement", &"b".repeat(64))
             .pin("create_refund", &"c".repeat(64))
@@ -526,9 +520,9 @@ mod tests {
 
     #[test]
     fn what_the_rules_refuse_is_an_error_not_a_panic() {
-        let err = Template::refund_desk("agent x").build().unwrap_err();
+        let err = refund_desk("agent x").build().unwrap_err();
         assert!(matches!(err, MandateError::Yaml(_)), "{err}");
-        let err = Template::refund_desk("agent_x")
+        let err = refund_desk("agent_x")
             .max_amount("create_refund", 50)
             .build()
             .unwrap_err();
@@ -556,6 +550,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "the template grants no create_payout to change")]
     fn changing_a_grant_it_does_not_have_is_a_bug() {
-        let _ = Template::refund_desk("agent_x").max_amount("create_payout", 1);
+        let _ = refund_desk("agent_x").max_amount("create_payout", 1);
     }
 }

@@ -231,14 +231,6 @@ fn grant_violations_name_their_field() {
         "scope.grants.create_refund.max_refunds_per_payment",
         Problem::ZeroCount,
     );
-    assert_violation(
-        |m| {
-            let read = m.scope.grants.get_mut(&tool("fetch_payment")).unwrap();
-            read.max_refunds_per_payment = Some(1);
-        },
-        "scope.grants.fetch_payment.max_refunds_per_payment",
-        Problem::NotARefundTool,
-    );
     let found = violations(|m| m.scope.grants.clear());
     assert_eq!(found[0].path, "scope.grants");
     assert_eq!(found[0].problem, Problem::Empty);
@@ -370,16 +362,6 @@ fn idempotency_violations_name_their_field() {
         set_fields(&["payment_id", "payment_id"]),
         path,
         Problem::Duplicate("payment_id".into()),
-    );
-    assert_violation(
-        |m| {
-            m.idempotency
-                .get_mut(&tool("create_refund"))
-                .unwrap()
-                .window_ms = Some(86_400_000)
-        },
-        "idempotency.create_refund.window_ms",
-        Problem::RefundWindow(86_400_000),
     );
     assert_violation(
         |m| {
@@ -687,4 +669,35 @@ fn oversized_deep_and_multi_document_input_is_refused() {
     assert!(untyped(&nested).unwrap_err().contains("Depth"));
     let two = format!("{EXAMPLE}---\n{EXAMPLE}");
     assert!(yaml_error(&two).contains("Documents"));
+}
+
+#[test]
+fn the_rules_of_kinds_follow_the_profiles_answer() {
+    // A stand-in profile: only create_refund is a refund.
+    let kind_of =
+        |t: &ToolName| (t.as_str() == "create_refund").then_some(crate::action::ActionKind::Refund);
+    let mut m = example();
+    m.scope
+        .grants
+        .get_mut(&tool("fetch_payment"))
+        .unwrap()
+        .max_refunds_per_payment = Some(1);
+    m.idempotency
+        .get_mut(&tool("create_refund"))
+        .unwrap()
+        .window_ms = Some(86_400_000);
+    assert!(
+        m.validate().is_ok(),
+        "kind rules are not the generic validator's"
+    );
+    let found = m.validate_kinds(kind_of).unwrap_err();
+    let found: Vec<_> = found.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        [
+            "scope.grants.fetch_payment.max_refunds_per_payment: applies only to refund tools, and the rail profile says fetch_payment is not one",
+            "idempotency.create_refund.window_ms: must be null for a refund tool, got 86400000: a refund is the same refund however long the agent waits",
+        ]
+    );
+    assert!(example().validate_kinds(kind_of).is_ok());
 }

@@ -3,11 +3,11 @@
 //! everything a human has to fix.
 
 use super::{MANDATE_VERSION, Mandate, Provenance};
+use crate::action::ActionKind;
 use crate::canonical::JSON_INTEGER_MAX;
 use crate::hash::is_sha256_hex;
 use crate::ids::{ToolName, is_word};
 use crate::money::{Currency, Minor};
-use crate::sik::{REFUND_TOOLS, is_refund_tool};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -106,8 +106,8 @@ pub enum Problem {
     )]
     RefundWindow(u64),
     /// `max_refunds_per_payment` on a tool that is not a refund.
-    #[error("applies only to refund tools ({REFUND_TOOLS:?})")]
-    NotARefundTool,
+    #[error("applies only to refund tools, and the rail profile says {0} is not one")]
+    NotARefundTool(ToolName),
     /// A key field that is not an argument name.
     #[error("must be 1..={KEY_FIELD_LENGTH_MAX} characters of A-Z, a-z, 0-9 and _, got {0:?}")]
     BadKeyField(String),
@@ -131,6 +131,14 @@ struct Checker {
 }
 
 impl Checker {
+    fn finish(self) -> Result<(), Vec<Violation>> {
+        if self.violations.is_empty() {
+            Ok(())
+        } else {
+            Err(self.violations)
+        }
+    }
+
     fn fail(&mut self, path: impl fmt::Display, problem: Problem) {
         self.violations.push(Violation {
             path: path.to_string(),
@@ -194,11 +202,7 @@ pub(super) fn mandate(mandate: &Mandate) -> Result<(), Vec<Violation>> {
     if let Some(provenance) = &mandate.provenance {
         pins(&mut checker, provenance, mandate);
     }
-    if checker.violations.is_empty() {
-        Ok(())
-    } else {
-        Err(checker.violations)
-    }
+    checker.finish()
 }
 
 fn header(checker: &mut Checker, mandate: &Mandate) {
@@ -248,13 +252,11 @@ fn grants(checker: &mut Checker, mandate: &Mandate) {
             &format!("{path}.value.currencies"),
             &value.currencies,
         );
-        if let Some(count) = grant.max_refunds_per_payment {
-            let count_path = format!("{path}.max_refunds_per_payment");
-            if !is_refund_tool(tool) {
-                checker.fail(&count_path, Problem::NotARefundTool);
-            } else if count == 0 {
-                checker.fail(&count_path, Problem::ZeroCount);
-            }
+        if grant.max_refunds_per_payment == Some(0) {
+            checker.fail(
+                format_args!("{path}.max_refunds_per_payment"),
+                Problem::ZeroCount,
+            );
         }
     }
 }
@@ -344,14 +346,39 @@ fn idempotency(checker: &mut Checker, mandate: &Mandate) {
             }
         }
         if let Some(window_ms) = rule.window_ms {
-            let window_path = format!("{path}.window_ms");
-            if is_refund_tool(tool) {
-                checker.fail(&window_path, Problem::RefundWindow(window_ms));
-            } else {
-                checker.duration(&window_path, window_ms);
-            }
+            checker.duration(&format!("{path}.window_ms"), window_ms);
         }
     }
+}
+
+/// The rules that depend on what each tool does, which only a rail profile knows: a refund's
+/// key never carries a window (or an agent could refund twice by waiting), and a count of
+/// refunds per payment applies only to a refund tool. `kind_of` is the profile's answer.
+pub fn kinds(
+    mandate: &Mandate,
+    kind_of: impl Fn(&ToolName) -> Option<ActionKind>,
+) -> Result<(), Vec<Violation>> {
+    let mut checker = Checker::default();
+    for (tool, grant) in &mandate.scope.grants {
+        let is_refund = kind_of(tool) == Some(ActionKind::Refund);
+        if grant.max_refunds_per_payment.is_some() && !is_refund {
+            checker.fail(
+                format_args!("scope.grants.{tool}.max_refunds_per_payment"),
+                Problem::NotARefundTool(tool.clone()),
+            );
+        }
+    }
+    for (tool, rule) in &mandate.idempotency {
+        if let Some(window_ms) = rule.window_ms
+            && kind_of(tool) == Some(ActionKind::Refund)
+        {
+            checker.fail(
+                format_args!("idempotency.{tool}.window_ms"),
+                Problem::RefundWindow(window_ms),
+            );
+        }
+    }
+    checker.finish()
 }
 
 fn pins(checker: &mut Checker, provenance: &Provenance, mandate: &Mandate) {

@@ -1,0 +1,206 @@
+//! Rail profiles: everything Interlock knows about one payment server's tools, in one place.
+//!
+//! A [`Profile`] says which tools move money and as what ([`ActionKind`]), the argument names of
+//! amount and subject, the arguments Interlock writes itself, how a call is stamped with its SIK
+//! (a key in a notes object, a receipt argument), how the referent G2 needs is read, how the
+//! rail's answer is classified, and how entities are listed for reconciliation and where their
+//! stamp is found. The driver, the ledger, `spec` and `machine` know none of it: they speak of
+//! refunds, settlements, subjects and stamps, and the proxy maps those onto tools through the
+//! profile ([`Profile::outbound_args`], [`Profile::outcome`], [`Profile::list_request`], …).
+//!
+//! Razorpay's MCP server is the one profile today ([`razorpay`]); a profile cannot weaken a
+//! guarantee: a tool it does not describe is forwarded only as a read whose pinned definition
+//! says `readOnlyHint: true`, and refused otherwise (the proxy's `carriage`).
+
+pub mod razorpay;
+mod wire;
+
+use interlock_driver::rail::RailCall;
+use interlock_spec::action::{self, ActionError, ActionKind, ArgShape, ProposedAction};
+use interlock_spec::ids::{AgentId, MerchantId, ToolName};
+use interlock_spec::mandate::{Mandate, Violation};
+use serde_json::{Map, Value};
+
+pub use wire::Request;
+
+/// A payment server's tools, as Interlock carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// The profile's name (`razorpay`).
+    pub name: String,
+    /// The tools that move money. Every other tool is a read or refused.
+    pub money: Vec<MoneyTool>,
+    /// How an outbound call carries its SIK.
+    pub stamp: Stamp,
+    /// The reads G2 makes to resolve what a call is about.
+    pub referent: ReferentReads,
+    /// The lists a reconcile pass walks, one per kind.
+    pub refunds: ListTool,
+    /// The list of settlements.
+    pub settlements: ListTool,
+    /// Text in an error answer by which the rail says it refused the request (nothing moved);
+    /// any other error is ambiguous.
+    pub rejected_marker: String,
+}
+
+/// One money tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoneyTool {
+    /// The tool's name on the upstream.
+    pub tool: ToolName,
+    /// What it does with money.
+    pub kind: ActionKind,
+    /// The argument holding the amount in minor units.
+    pub amount_arg: String,
+    /// The argument naming the subject and the prefix its ids carry; `None` when the subject is
+    /// the merchant's balance.
+    pub subject: Option<SubjectArg>,
+    /// Boolean arguments that must be absent or false, and are sent `false`.
+    pub false_only: Vec<String>,
+    /// The field of the rail's answer that holds the fee.
+    pub fee_field: String,
+    /// The key fields `interlock init` proposes, and the window (none for a refund).
+    pub default_key: (Vec<String>, Option<u64>),
+}
+
+/// The argument naming a subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectArg {
+    /// Its name.
+    pub arg: String,
+    /// The prefix every id of it carries (`pay_`).
+    pub prefix: String,
+}
+
+/// How a call is stamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    /// The argument whose object gets `interlock_sik = sik`, and whose object in the rail's
+    /// entities carries it back.
+    pub notes_arg: String,
+    /// A receipt argument the rail keeps unique per subject, set to `prefix + sik`, for the
+    /// kinds listed: the rail itself then refuses a second call of the same intent.
+    pub receipt: Option<(String, String, Vec<ActionKind>)>,
+}
+
+/// A read of one object: a tool and the argument that names the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The tool.
+    pub tool: String,
+    /// The argument naming the object (none for the balance).
+    pub arg: Option<String>,
+}
+
+/// The reads that resolve a referent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferentReads {
+    /// A payment, by its id.
+    pub payment: Read,
+    /// The payment's order, read when the payment names one (G2 bounds refunds by it too).
+    pub order: Read,
+    /// The merchant's settleable balance.
+    pub balance: Read,
+}
+
+/// A list of entities, paged by offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListTool {
+    /// The tool.
+    pub tool: String,
+    /// The argument naming the subject, for lists scoped to one (refunds of a payment).
+    pub subject_arg: Option<String>,
+    /// The page size argument and the size asked for.
+    pub count: (String, u32),
+    /// The offset argument.
+    pub skip_arg: String,
+}
+
+impl Profile {
+    /// The money tool called `name`, if this profile has one.
+    pub fn money_tool(&self, name: &str) -> Option<&MoneyTool> {
+        self.money.iter().find(|m| m.tool.as_str() == name)
+    }
+
+    /// What the tool called `name` does with money, if it moves any.
+    pub fn kind_of(&self, name: &str) -> Option<ActionKind> {
+        self.money_tool(name).map(|m| m.kind)
+    }
+
+    /// The money tools' names, for messages.
+    pub fn money_tool_names(&self) -> Vec<&str> {
+        self.money.iter().map(|m| m.tool.as_str()).collect()
+    }
+
+    /// Parses the arguments of the money tool `money` strictly (see `spec::action::parse`).
+    pub fn parse(
+        &self,
+        money: &MoneyTool,
+        agent_id: AgentId,
+        merchant_id: MerchantId,
+        args: &Value,
+    ) -> Result<ProposedAction, ActionError> {
+        let reserved: Vec<&str> = self
+            .stamp
+            .receipt
+            .iter()
+            .filter(|(_, _, kinds)| kinds.contains(&money.kind))
+            .map(|(arg, _, _)| arg.as_str())
+            .collect();
+        let false_only: Vec<&str> = money.false_only.iter().map(String::as_str).collect();
+        let shape = ArgShape {
+            kind: money.kind,
+            amount: &money.amount_arg,
+            subject: money
+                .subject
+                .as_ref()
+                .map(|s| (s.arg.as_str(), s.prefix.as_str())),
+            reserved: &reserved,
+            notes: Some(&self.stamp.notes_arg),
+            false_only: &false_only,
+        };
+        action::parse(&shape, agent_id, merchant_id, money.tool.clone(), args)
+    }
+
+    /// The rules of the mandate that depend on what each tool does (a refund's key carries no
+    /// window; a count of refunds per payment applies to refund tools only).
+    pub fn check_mandate(&self, mandate: &Mandate) -> Result<(), Vec<Violation>> {
+        mandate.validate_kinds(|tool| self.kind_of(tool.as_str()))
+    }
+
+    /// The arguments of the outbound money call: the agent's own arguments, the amount and
+    /// subject the intent records, and the stamps. Every attempt of one intent sends exactly
+    /// these, so a retry is the same request.
+    pub fn outbound_args(&self, call: &RailCall) -> Map<String, Value> {
+        let mut args = call.passthrough.clone();
+        let money = self.money_tool(call.tool.as_str());
+        let amount_arg = money.map_or("amount", |m| m.amount_arg.as_str());
+        args.insert(amount_arg.to_owned(), Value::from(call.amount.get()));
+        if let Some(subject) = money.and_then(|m| m.subject.as_ref()) {
+            args.insert(subject.arg.clone(), Value::from(call.subject_id.clone()));
+        }
+        for flag in money.iter().flat_map(|m| &m.false_only) {
+            args.insert(flag.clone(), Value::Bool(false));
+        }
+        // Notes that are not an object (Razorpay sends an empty one as `[]`) carry nothing to
+        // keep: the stamp replaces them.
+        let mut notes = match args.remove(&self.stamp.notes_arg) {
+            Some(Value::Object(notes)) => notes,
+            _ => Map::new(),
+        };
+        let sik = Value::from(call.sik.to_string());
+        notes.insert(action::STAMP_NOTE_KEY.to_owned(), sik);
+        args.insert(self.stamp.notes_arg.clone(), Value::Object(notes));
+        if let Some((arg, prefix, kinds)) = &self.stamp.receipt
+            && kinds.contains(&call.kind)
+        {
+            args.insert(arg.clone(), Value::from(format!("{prefix}{}", call.sik)));
+        }
+        args
+    }
+
+    /// The key fields and window `interlock init` proposes for `tool`.
+    pub fn default_key(&self, tool: &str) -> Option<&(Vec<String>, Option<u64>)> {
+        self.money_tool(tool).map(|m| &m.default_key)
+    }
+}
