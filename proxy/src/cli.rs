@@ -382,6 +382,9 @@ fn default_db(mandate: &Path) -> PathBuf {
         .join(format!("{stem}.ledger.db"))
 }
 
+/// The runtime a command runs on. Each `block_on` over it in this file is the one entry from
+/// synchronous `main` into a command; none sits on the rail path, where the proxy stays async
+/// from the agent's frame to the upstream's answer and back.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
