@@ -330,7 +330,7 @@ pub(crate) fn apply_locked(
                 updated_at = max(updated_at, ?13),
                 counted_at = CASE
                     WHEN ?3 IN (SELECT state FROM counted_states)
-                        AND (?14 NOT IN (SELECT state FROM counted_states) OR ?3 = 'AUTHORIZED')
+                        AND (?14 NOT IN (SELECT state FROM counted_states) OR ?3 = ?19)
                     THEN ?13 ELSE counted_at END
              WHERE merchant_id = ?1 AND sik = ?2 AND state = ?14 AND attempt_seq = ?15
                 AND reconcile_inconclusive = ?16 AND lease_owner IS ?17 AND lease_expires_at IS ?18",
@@ -353,6 +353,8 @@ pub(crate) fn apply_locked(
                 seen.core.reconcile_inconclusive,
                 seen.lease_owner,
                 seen.lease_expires_at,
+                // (Re)authorisation restarts the windows' clock: see `counted_at` in the schema.
+                State::Authorized.as_str(),
             ],
         )
         .map_err(|e| ledger_err(tx, e))?;

@@ -8,6 +8,7 @@
 
 use crate::gates::{Usage, WindowUsage};
 use crate::ledger::{Cached, IntentKey};
+use interlock_machine::State;
 use interlock_spec::action::ProposedAction;
 use interlock_spec::ids::ToolName;
 use interlock_spec::mandate::Mandate;
@@ -89,7 +90,7 @@ fn subtract_self(
         }
     }
     if own_subject == subject && kind == action.kind.as_str() {
-        if state != "APPLIED" {
+        if state != State::Applied.as_str() {
             usage.subject_in_progress = less(usage.subject_in_progress, amount);
         }
         if tool == action.tool.as_str() {
@@ -129,7 +130,7 @@ fn read_all(
     }
     let (in_progress, count): (u64, u32) = conn.row(
         &format!(
-            "SELECT coalesce(sum(CASE WHEN state <> 'APPLIED' THEN amount_minor END), 0),
+            "SELECT coalesce(sum(CASE WHEN state <> ?5 THEN amount_minor END), 0),
                     count(CASE WHEN tool = ?4 THEN 1 END)
              FROM intents
              WHERE merchant_id = ?1 AND subject_id = ?2 AND kind = ?3 AND {COUNTED}"
@@ -138,7 +139,8 @@ fn read_all(
             merchant,
             subject,
             action.kind.as_str(),
-            action.tool.as_str()
+            action.tool.as_str(),
+            State::Applied.as_str()
         ],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;

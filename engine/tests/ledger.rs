@@ -108,7 +108,10 @@ fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<
         ("updated_at", "1"),
     ];
     for (name, value) in overrides {
-        columns.iter_mut().find(|(n, _)| n == name).unwrap().1 = value;
+        match columns.iter_mut().find(|(n, _)| n == name) {
+            Some(column) => column.1 = value,
+            None => columns.push((name, value)),
+        }
     }
     let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
     let values: Vec<&str> = columns.iter().map(|(_, v)| *v).collect();
@@ -311,4 +314,123 @@ fn the_counted_states_table_is_the_machines_predicate() {
     machine.sort();
     assert_eq!(table, machine);
     assert!(!machine.is_empty() && machine.len() < interlock_machine::State::ALL.len());
+}
+
+/// The schema's lease CHECKs are the machine's `holds_lease`, state for state: a row may carry a
+/// lease exactly in the states the machine says hold one.
+#[test]
+fn the_schemas_lease_rule_is_the_machines_predicate() {
+    use interlock_machine::State;
+    let world = World::new();
+    drop(Ledger::open(&world.db()).unwrap());
+    let db = world.db();
+    for state in State::ALL {
+        let quoted = format!("'{}'", state.as_str());
+        // Only the lease is under test: the attempt and entity columns are set as each state
+        // needs them, so any refusal is the lease rule's.
+        let attempt = if state.is_counted() && state != State::Held {
+            "1"
+        } else {
+            "0"
+        };
+        let entity = if state == State::Applied {
+            "'rfnd_1'"
+        } else {
+            "NULL"
+        };
+        let mut row = vec![
+            ("state", quoted.as_str()),
+            ("attempt_seq", attempt),
+            ("rail_entity_id", entity),
+        ];
+        let without = insert(&db, &row);
+        raw(&db).execute("DELETE FROM intents", []).unwrap();
+        row.extend([("lease_owner", "'p1'"), ("lease_expires_at", "5")]);
+        let with = insert(&db, &row);
+        raw(&db).execute("DELETE FROM intents", []).unwrap();
+        assert_eq!(
+            with.is_ok(),
+            state.holds_lease(),
+            "{state} with a lease: {with:?}"
+        );
+        assert_eq!(
+            without.is_ok(),
+            !state.holds_lease(),
+            "{state} without a lease: {without:?}"
+        );
+    }
+}
+
+/// `ledger show` reads types: the intent, its decision with every gate, its attempt and its
+/// audit records come back as the engine wrote them.
+#[test]
+fn an_intent_reads_back_in_full_as_typed_rows() {
+    use interlock_driver::gates::Gate;
+    use interlock_machine::{Record, State, Verdict};
+    let world = busy_ledger();
+    let ledger = Ledger::open(&world.db()).unwrap();
+    let cores = ledger.cores().unwrap();
+    assert_eq!(cores.len(), 2);
+    let details = ledger.intent_detail(&cores[0].sik).unwrap();
+    assert_eq!(details.len(), 1);
+    let detail = &details[0];
+    let intent = &detail.intent;
+    assert_eq!(intent.sik, cores[0].sik);
+    assert_eq!(intent.state, State::Applied);
+    assert_eq!(intent.attempt_seq, 1);
+    assert!(
+        [50_000, 70_000].contains(&intent.amount_minor),
+        "{intent:?}"
+    );
+    assert_eq!(intent.rail_entity_id, cores[0].entity_id);
+    assert_eq!(detail.decisions.len(), 1);
+    let decision = &detail.decisions[0];
+    assert_eq!(decision.verdict, Verdict::Allow);
+    assert!(
+        decision.gates_json.iter().any(|g| g.gate == Gate::G2),
+        "{decision:?}"
+    );
+    assert_eq!(detail.attempts.len(), 1);
+    assert_eq!(detail.attempts[0].outcome.as_deref(), Some("APPLIED"));
+    assert!(detail.findings.is_empty());
+    let states: Vec<State> = detail
+        .audit
+        .iter()
+        .map(|a| match &a.record {
+            Record::Inserted { core, .. } => core.state,
+            Record::Transition { to, .. } => to.state,
+            Record::RailCall { .. } => panic!("no rail call is an audit record"),
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            State::Proposed,
+            State::Authorized,
+            State::InFlight,
+            State::Applied
+        ]
+    );
+    // The JSON an operator's script reads keeps the schema's column names.
+    let json = serde_json::to_value(intent).unwrap();
+    assert_eq!(json["state"], "APPLIED");
+    assert_eq!(json["kind"], "REFUND");
+}
+
+/// A value the types cannot hold is an error that names its column, not a blank in the output.
+#[test]
+fn a_value_the_types_cannot_hold_is_an_error_naming_its_column() {
+    let world = busy_ledger();
+    let sik = Ledger::open(&world.db()).unwrap().cores().unwrap()[0]
+        .sik
+        .clone();
+    raw(&world.db())
+        .execute("UPDATE decisions SET gates_json = '{\"gate\": \"G9\"}'", [])
+        .unwrap();
+    let error = Ledger::open(&world.db())
+        .unwrap()
+        .intent_detail(&sik)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("decisions.gates_json"), "{error}");
 }

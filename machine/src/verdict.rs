@@ -16,6 +16,23 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, weakest first.
+    pub const ALL: [Verdict; 3] = [Verdict::Block, Verdict::Hold, Verdict::Allow];
+
+    /// The verdict's name as the ledger and the wire write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Block => "BLOCK",
+            Verdict::Hold => "HOLD",
+            Verdict::Allow => "ALLOW",
+        }
+    }
+
+    /// The verdict [`Verdict::as_str`] names, or `None`.
+    pub fn parse(text: &str) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+
     /// The greatest lower bound of two verdicts.
     pub fn meet(self, other: Verdict) -> Verdict {
         self.min(other)
@@ -78,7 +95,17 @@ impl Verdict {
 mod tests {
     use super::*;
 
-    const ALL: [Verdict; 3] = [Verdict::Block, Verdict::Hold, Verdict::Allow];
+    const ALL: [Verdict; 3] = Verdict::ALL;
+
+    #[test]
+    fn names_are_the_serialized_names_and_parse_back() {
+        for verdict in ALL {
+            let serialized = serde_json::to_value(verdict).unwrap();
+            assert_eq!(serialized, verdict.as_str());
+            assert_eq!(Verdict::parse(verdict.as_str()), Some(verdict));
+        }
+        assert_eq!(Verdict::parse("allow"), None);
+    }
 
     #[test]
     fn meet_is_a_lattice_meet() {

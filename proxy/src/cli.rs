@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use interlock_engine::inspect::{AuditRow, IntentDetail};
 use interlock_engine::{Engine, EngineConfig, Ledger, SystemClock};
 use interlock_profile::Profile;
 use interlock_spec::ids::AgentId;
@@ -960,64 +961,56 @@ fn ledger(args: LedgerArgs) -> Result<(), String> {
     }
 }
 
-fn detail_json(d: &interlock_engine::inspect::IntentDetail) -> Value {
+fn detail_json(d: &IntentDetail) -> Value {
     json!({"intent": d.intent, "decisions": d.decisions, "attempts": d.attempts,
         "reconcile_findings": d.findings, "audit": d.audit})
 }
 
 /// `ledger show` for a person: the intent, then each section oldest first.
-fn detail_text(d: &interlock_engine::inspect::IntentDetail) -> String {
+fn detail_text(d: &IntentDetail) -> String {
     let i = &d.intent;
-    let s = |v: &Value| match v {
-        Value::String(text) => text.clone(),
-        Value::Null => "-".to_owned(),
-        other => other.to_string(),
-    };
+    let or_dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
     let mut out = format!(
         "intent {} on {}\n  {} ({}) on {}: {} {}, {}\n  state {}, attempt {}, entity {}\n  \
          last change: {} ({})\n  mandate sha256 {}\n  first seen {} ms, updated {} ms (epoch)\n",
-        s(&i["sik"]),
-        s(&i["merchant_id"]),
-        s(&i["tool"]),
-        s(&i["kind"]),
-        s(&i["subject_id"]),
-        s(&i["amount_minor"]),
-        s(&i["currency"]),
-        s(&i["reversibility"]),
-        s(&i["state"]),
-        s(&i["attempt_seq"]),
-        s(&i["rail_entity_id"]),
-        s(&i["reason_code"]),
-        s(&i["reason"]),
-        s(&i["mandate_hash"]),
-        s(&i["first_seen_at"]),
-        s(&i["updated_at"]),
+        i.sik,
+        i.merchant_id,
+        i.tool,
+        i.kind.as_str(),
+        i.subject_id,
+        i.amount_minor,
+        i.currency,
+        i.reversibility,
+        i.state,
+        i.attempt_seq,
+        or_dash(i.rail_entity_id.as_deref()),
+        i.reason_code,
+        i.reason,
+        i.mandate_hash,
+        i.first_seen_at,
+        i.updated_at,
     );
     out.push_str(&format!("decisions ({}):\n", d.decisions.len()));
     for x in &d.decisions {
-        let gates: Vec<String> = x["gates_json"]
-            .as_array()
-            .map(|gates| {
-                gates
-                    .iter()
-                    .map(|g| {
-                        format!(
-                            "{} {} {}",
-                            s(&g["gate"]),
-                            s(&g["verdict"]),
-                            s(&g["reason_code"])
-                        )
-                    })
-                    .collect()
+        let gates: Vec<String> = x
+            .gates_json
+            .iter()
+            .map(|g| {
+                format!(
+                    "{:?} {} {}",
+                    g.gate,
+                    g.verdict.as_str(),
+                    g.reason_code.as_str()
+                )
             })
-            .unwrap_or_default();
+            .collect();
         out.push_str(&format!(
             "  at {} ms: {} {} {} by {} [{}]\n",
-            s(&x["decided_at"]),
-            s(&x["verdict"]),
-            s(&x["outcome"]),
-            s(&x["reason_code"]),
-            s(&x["agent_id"]),
+            x.decided_at,
+            x.verdict.as_str(),
+            x.outcome,
+            x.reason_code,
+            x.agent_id,
             gates.join("; ")
         ));
     }
@@ -1025,58 +1018,66 @@ fn detail_text(d: &interlock_engine::inspect::IntentDetail) -> String {
     for x in &d.attempts {
         out.push_str(&format!(
             "  #{} started {} ms, finished {}: {} entity {} fee {} tax {} {}\n",
-            s(&x["attempt_seq"]),
-            s(&x["started_at"]),
-            s(&x["finished_at"]),
-            s(&x["outcome"]),
-            s(&x["rail_entity_id"]),
-            s(&x["fee_minor"]),
-            s(&x["tax_minor"]),
-            s(&x["detail"]),
+            x.attempt_seq,
+            x.started_at,
+            x.finished_at
+                .map_or("-".to_owned(), |at| format!("{at} ms")),
+            or_dash(x.outcome.as_deref()),
+            or_dash(x.rail_entity_id.as_deref()),
+            x.fee_minor,
+            x.tax_minor,
+            or_dash(x.detail.as_deref()),
         ));
     }
     out.push_str(&format!("reconcile findings ({}):\n", d.findings.len()));
     for x in &d.findings {
         out.push_str(&format!(
             "  attempt {} at {} ms: {} ({} page(s), exhausted {}, lag elapsed {}) matched {}\n",
-            s(&x["attempt_seq"]),
-            s(&x["queried_at"]),
-            s(&x["outcome"]),
-            s(&x["pages_scanned"]),
-            s(&x["pagination_exhausted"]),
-            s(&x["lag_elapsed"]),
-            s(&x["matched_entity_id"]),
+            x.attempt_seq,
+            x.queried_at,
+            x.outcome,
+            x.pages_scanned,
+            x.pagination_exhausted,
+            x.lag_elapsed,
+            or_dash(x.matched_entity_id.as_deref()),
         ));
     }
     out.push_str(&format!("audit ({} record(s)):\n", d.audit.len()));
     for x in &d.audit {
-        let p = &x["payload_json"];
-        let record = &p["record"];
-        let change = match (&record["from"]["state"], &record["to"]["state"]) {
-            (Value::String(from), Value::String(to)) => format!("{from} -> {to}"),
-            _ => format!("-> {}", s(&record["core"]["state"])),
-        };
-        let by = match (&p["context"]["by"], &p["context"]["why"]) {
-            (Value::String(who), Value::String(why)) => format!(" by {who}: {why}"),
-            (Value::String(who), _) => format!(" by {who}"),
-            _ => String::new(),
-        };
-        let reason = match &p["reason_code"] {
-            Value::String(code) => format!(" [{code}]"),
-            _ => String::new(),
-        };
-        let detail = match &p["detail"] {
-            Value::Null => String::new(),
-            other => format!(" {}", s(other)),
-        };
         out.push_str(&format!(
-            "  seq {} at {} ms: {} {change}{reason}{by}{detail}\n",
-            s(&x["seq"]),
-            s(&x["ts"]),
-            s(&x["kind"]),
+            "  seq {} at {} ms: {} {}\n",
+            x.seq,
+            x.ts,
+            x.kind,
+            audit_line(x)
         ));
     }
     out.trim_end().to_owned()
+}
+
+/// One audit record's change, reason, actor and detail, for `ledger show`.
+fn audit_line(x: &AuditRow) -> String {
+    use interlock_machine::Record;
+    let mut line = match &x.record {
+        Record::Transition { from, to, .. } => format!("{} -> {}", from.state, to.state),
+        Record::Inserted { core, .. } => format!("-> {}", core.state),
+        Record::RailCall { attempt_seq, .. } => format!("rail call, attempt {attempt_seq}"),
+    };
+    let notes = &x.notes;
+    if let Some(code) = &notes.reason_code {
+        line.push_str(&format!(" [{code}]"));
+    }
+    if let Some(context) = &notes.context {
+        match (&context.by, &context.why) {
+            (Some(who), Some(why)) => line.push_str(&format!(" by {who}: {why}")),
+            (Some(who), None) => line.push_str(&format!(" by {who}")),
+            _ => {}
+        }
+    }
+    if let Some(detail) = &notes.detail {
+        line.push_str(&format!(" {detail}"));
+    }
+    line
 }
 
 fn audit_verify(db: &Path, json_out: bool) -> Result<(), String> {

@@ -20,14 +20,14 @@ use interlock_spec::action::ProposedAction;
 use interlock_spec::mandate::Mandate;
 use interlock_spec::money::{Currency, Minor};
 use interlock_spec::reason::ReasonCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub use model::{Advice, ModelGate};
 pub use provenance::LiveTool;
 
 /// Which gate spoke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Gate {
     /// G1: scope.
     G1,
@@ -42,7 +42,7 @@ pub enum Gate {
 }
 
 /// One gate's judgement: a verdict, a code, and a sentence an agent can act on.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GateResult {
     /// The gate.
     pub gate: Gate,
