@@ -3,8 +3,9 @@
 //! what the agent is told are the driver's (`interlock-driver`); what an event does to an
 //! intent is the machine's.
 //!
-//! - [`ledger`]: the SQLite write-ahead ledger and the one function that changes state;
-//!   [`rows`]-level typed reads for the driver.
+//! - [`ledger`]: the SQLite write-ahead ledger, the one function that changes state, and every
+//!   SQL statement of the engine, returning typed rows (typed reads for the driver, [`usage`],
+//!   [`audit`], [`inspect`]).
 //! - [`audit`]: the hash-chained audit log and its verifier.
 //! - [`executor`]: the runner of a proposal ([`Engine::propose_async`]), with the chaos kill
 //!   points between its steps; [`reconcile`] and [`recovery`]: the runner of reconcile passes,
@@ -17,16 +18,14 @@
 //! Deterministic given its clock, its rail and its instance id. Every wait is bounded: SQLite
 //! by its busy timeout, the rail by its own timeout.
 
-pub mod audit;
 pub mod clock;
 pub mod executor;
-pub mod inspect;
 pub mod ledger;
 pub mod memory_rail;
 pub mod reconcile;
 pub mod recovery;
-mod rows;
-pub mod usage;
+
+pub use ledger::{audit, inspect, usage};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use executor::{Engine, EngineConfig, EngineError};

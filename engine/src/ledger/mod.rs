@@ -5,8 +5,17 @@
 //! holds, [`apply_locked`]) reads the intent's core, asks [`interlock_machine::step`] for the
 //! next one, and writes the row, the attempt row where the event concerns one, and exactly one
 //! audit record, in one `IMMEDIATE` transaction. Nothing else in this crate writes `state`.
+//!
+//! **Every SQL statement of the engine is in this module**, each returning typed rows: here the
+//! schema, the migrations and the writes; [`rows`] the driver's reads; [`usage`] what G2 and G3
+//! count; [`audit`] the hash chain and its verifier; [`inspect`] one intent in full for
+//! operators. The runner (`executor`, `reconcile`, `recovery`) holds none.
 
-use crate::audit;
+pub mod audit;
+pub mod inspect;
+mod rows;
+pub mod usage;
+
 use interlock_driver::gates::{Ladder, Usage};
 pub use interlock_driver::plan::{
     Applied, Change, Commit, Finding, IntentKey, LeaseChange, NewIntent, Refusal,
@@ -25,7 +34,7 @@ use std::time::Duration;
 
 /// Migrations, in order; `user_version` is how many have run. Forward only: a ledger written by
 /// a newer Interlock is refused, never rewritten.
-const MIGRATIONS: &[&str] = &[include_str!("../schema/0001_ledger.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../schema/0001_ledger.sql")];
 /// How long a connection waits for another process's write lock before giving up.
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Prepared statements kept per connection: more than the hot path uses (about two dozen), so
@@ -514,12 +523,13 @@ pub(crate) fn insert_locked(
         "irreversible"
     };
     let call = serde_json::to_value(&intent.call).expect("a rail call serializes");
+    // The new row's reason code is the state it starts in (?11), as it always was.
     tx.exec(
         "INSERT INTO intents (merchant_id, sik, tool, kind, subject_id, amount_minor, currency,
             reversibility, distinct_reason, call_json, state, attempt_seq,
             reconcile_inconclusive, reason_code, reason, mandate_hash, audit_seq,
             first_seen_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, 0, 'PROPOSED', '', ?12, ?13,
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, 0, ?11, '', ?12, ?13,
             ?14, ?14)",
         params![
             intent.key.merchant_id.as_str(),
@@ -858,7 +868,7 @@ impl Ledger {
                 (Expect::Absent(_), Some(_)) => false,
             };
             if !expected {
-                let view = crate::rows::read_intent(tx, &plan.key)
+                let view = rows::read_intent(tx, &plan.key)
                     .map_err(|e| self.err(e))?
                     .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
                 return Ok(Decided::Found(Box::new(view)));
@@ -923,7 +933,7 @@ impl Ledger {
     /// The intent under `key` as the driver reads it, or `None`.
     pub fn read_intent(&self, key: &IntentKey) -> Result<Option<IntentView>, LedgerError> {
         let conn = self.conn();
-        crate::rows::read_intent(&conn, key).map_err(|e| self.err(e))
+        rows::read_intent(&conn, key).map_err(|e| self.err(e))
     }
 
     /// Keys of intents the sweep must look at, oldest first, at most `limit`: a lease that has
@@ -936,7 +946,7 @@ impl Ledger {
         limit: usize,
     ) -> Result<Vec<IntentKey>, LedgerError> {
         let conn = self.conn();
-        crate::rows::sweep_candidates(&conn, now_ms, due_only, limit).map_err(|e| self.err(e))
+        rows::sweep_candidates(&conn, now_ms, due_only, limit).map_err(|e| self.err(e))
     }
 }
 
