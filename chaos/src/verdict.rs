@@ -206,9 +206,9 @@ impl LedgerFacts {
 
     /// Whether process `pid` decided the intent (`AUTHORIZED`).
     fn authorized_by(&self, pid: u32) -> bool {
-        self.decisions
-            .iter()
-            .any(|d| d.outcome == "AUTHORIZED" && instance_pid(&d.instance_id) == Some(pid))
+        self.decisions.iter().any(|d| {
+            d.outcome == State::Authorized.as_str() && instance_pid(&d.instance_id) == Some(pid)
+        })
     }
 
     /// Whether process `pid` claimed an attempt and died holding it: the intent's next record
@@ -439,7 +439,7 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
     for core in &evidence.cores {
         match core.state {
             State::Applied => judge_applied(core, evidence, &mut flag),
-            State::InFlight | State::Unknown | State::Reconciling | State::FailedTerminal => flag(
+            state if state.is_ambiguous() => flag(
                 Kind::Unresolved,
                 format!("{} left {}", core.sik, core.state),
             ),
@@ -450,11 +450,8 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
                     core.sik
                 ),
             ),
-            State::Quarantined
-            | State::Held
-            | State::Authorized
-            | State::ConfirmedNotApplied
-            | State::Proposed => flag(
+            // Whatever else it rests in: waiting for a person, proven absent, or never sent.
+            _ => flag(
                 Kind::Stuck,
                 format!(
                     "{} ended {} with {} of its kind on the rail: the agent retried and the operator resolved, so it must end APPLIED",
