@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use interlock_engine::inspect::{AuditRow, IntentDetail};
+use interlock_engine::inspect::{AttemptRow, AuditRow, DecisionRow, FindingRow, IntentDetail};
 use interlock_engine::{Engine, EngineConfig, Ledger, SystemClock};
 use interlock_profile::Profile;
 use interlock_spec::ids::AgentId;
@@ -969,7 +969,6 @@ fn detail_json(d: &IntentDetail) -> Value {
 /// `ledger show` for a person: the intent, then each section oldest first.
 fn detail_text(d: &IntentDetail) -> String {
     let i = &d.intent;
-    let or_dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
     let mut out = format!(
         "intent {} on {}\n  {} ({}) on {}: {} {}, {}\n  state {}, attempt {}, entity {}\n  \
          last change: {} ({})\n  mandate sha256 {}\n  first seen {} ms, updated {} ms (epoch)\n",
@@ -992,55 +991,15 @@ fn detail_text(d: &IntentDetail) -> String {
     );
     out.push_str(&format!("decisions ({}):\n", d.decisions.len()));
     for x in &d.decisions {
-        let gates: Vec<String> = x
-            .gates_json
-            .iter()
-            .map(|g| {
-                format!(
-                    "{:?} {} {}",
-                    g.gate,
-                    g.verdict.as_str(),
-                    g.reason_code.as_str()
-                )
-            })
-            .collect();
-        out.push_str(&format!(
-            "  at {} ms: {} {} {} by {} [{}]\n",
-            x.decided_at,
-            x.verdict.as_str(),
-            x.outcome,
-            x.reason_code,
-            x.agent_id,
-            gates.join("; ")
-        ));
+        out.push_str(&decision_line(x));
     }
     out.push_str(&format!("attempts ({}):\n", d.attempts.len()));
     for x in &d.attempts {
-        out.push_str(&format!(
-            "  #{} started {} ms, finished {}: {} entity {} fee {} tax {} {}\n",
-            x.attempt_seq,
-            x.started_at,
-            x.finished_at
-                .map_or("-".to_owned(), |at| format!("{at} ms")),
-            or_dash(x.outcome.as_deref()),
-            or_dash(x.rail_entity_id.as_deref()),
-            x.fee_minor,
-            x.tax_minor,
-            or_dash(x.detail.as_deref()),
-        ));
+        out.push_str(&attempt_line(x));
     }
     out.push_str(&format!("reconcile findings ({}):\n", d.findings.len()));
     for x in &d.findings {
-        out.push_str(&format!(
-            "  attempt {} at {} ms: {} ({} page(s), exhausted {}, lag elapsed {}) matched {}\n",
-            x.attempt_seq,
-            x.queried_at,
-            x.outcome,
-            x.pages_scanned,
-            x.pagination_exhausted,
-            x.lag_elapsed,
-            or_dash(x.matched_entity_id.as_deref()),
-        ));
+        out.push_str(&finding_line(x));
     }
     out.push_str(&format!("audit ({} record(s)):\n", d.audit.len()));
     for x in &d.audit {
@@ -1053,6 +1012,63 @@ fn detail_text(d: &IntentDetail) -> String {
         ));
     }
     out.trim_end().to_owned()
+}
+
+fn decision_line(x: &DecisionRow) -> String {
+    let gates: Vec<String> = x
+        .gates_json
+        .iter()
+        .map(|g| {
+            format!(
+                "{:?} {} {}",
+                g.gate,
+                g.verdict.as_str(),
+                g.reason_code.as_str()
+            )
+        })
+        .collect();
+    format!(
+        "  at {} ms: {} {} {} by {} [{}]\n",
+        x.decided_at,
+        x.verdict.as_str(),
+        x.outcome,
+        x.reason_code,
+        x.agent_id,
+        gates.join("; ")
+    )
+}
+
+fn attempt_line(x: &AttemptRow) -> String {
+    format!(
+        "  #{} started {} ms, finished {}: {} entity {} fee {} tax {} {}\n",
+        x.attempt_seq,
+        x.started_at,
+        x.finished_at
+            .map_or("-".to_owned(), |at| format!("{at} ms")),
+        or_dash(x.outcome.as_deref()),
+        or_dash(x.rail_entity_id.as_deref()),
+        x.fee_minor,
+        x.tax_minor,
+        or_dash(x.detail.as_deref()),
+    )
+}
+
+fn finding_line(x: &FindingRow) -> String {
+    format!(
+        "  attempt {} at {} ms: {} ({} page(s), exhausted {}, lag elapsed {}) matched {}\n",
+        x.attempt_seq,
+        x.queried_at,
+        x.outcome,
+        x.pages_scanned,
+        x.pagination_exhausted,
+        x.lag_elapsed,
+        or_dash(x.matched_entity_id.as_deref()),
+    )
+}
+
+/// A column that may be empty, for a person: `-` when it is.
+fn or_dash(value: Option<&str>) -> &str {
+    value.unwrap_or("-")
 }
 
 /// One audit record's change, reason, actor and detail, for `ledger show`.
