@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Architecture invariant (docs/ARCHITECTURE.md, "the profile"): the names of a rail's tools and
-# arguments live in its profile (profile/src/razorpay.rs), never in spec, machine, the driver or
+# arguments live in its profile (profile/profiles/razorpay.yaml, loaded by profile/src/), never in spec, machine, the driver or
 # the ledger. This looks for any of Razorpay's names as a string literal in their non-test code:
 # everything from a file's first `#[cfg(test)]` on, and files named tests.rs, are tests. The
 # engine's memory rail is a mock (it speaks Razorpay's error code, as the mock server does).

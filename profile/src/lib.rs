@@ -12,21 +12,30 @@
 //! guarantee: a tool it does not describe is forwarded only as a read whose pinned definition
 //! says `readOnlyHint: true`, and refused otherwise (the proxy's `carriage`).
 
+mod file;
 pub mod razorpay;
 mod wire;
 
 use interlock_driver::rail::RailCall;
-use interlock_spec::action::{self, ActionError, ActionKind, ArgShape, ProposedAction};
+use interlock_spec::action::{
+    self, ActionError, ActionKind, AmountEncoding, ArgShape, ProposedAction,
+};
 use interlock_spec::ids::{AgentId, MerchantId, ToolName};
 use interlock_spec::mandate::{Mandate, Violation};
+use interlock_spec::money::Currency;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use file::{PAGE_SIZE_MAX, PROFILE_YAML_BYTES_MAX, ProfileError};
 pub use wire::Request;
 
-/// A payment server's tools, as Interlock carries them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A payment server's tools, as Interlock carries them. Read from a profile file
+/// ([`Profile::from_yaml`]); the field docs are the file's documentation.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Profile {
     /// The profile's name (`razorpay`).
+    #[serde(rename = "profile")]
     pub name: String,
     /// The tools that move money. Every other tool is a read or refused.
     pub money: Vec<MoneyTool>,
@@ -35,36 +44,60 @@ pub struct Profile {
     /// The reads G2 makes to resolve what a call is about.
     pub referent: ReferentReads,
     /// The lists a reconcile pass walks, one per kind.
-    pub refunds: ListTool,
-    /// The list of settlements.
-    pub settlements: ListTool,
+    pub lists: Lists,
+    /// Where an entity of the rail (a refund, a settlement) keeps its id.
+    pub entities: Entities,
     /// Text in an error answer by which the rail says it refused the request (nothing moved);
     /// any other error is ambiguous.
     pub rejected_marker: String,
 }
 
 /// One money tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MoneyTool {
     /// The tool's name on the upstream.
     pub tool: ToolName,
     /// What it does with money.
     pub kind: ActionKind,
-    /// The argument holding the amount in minor units.
-    pub amount_arg: String,
-    /// The argument naming the subject and the prefix its ids carry; `None` when the subject is
-    /// the merchant's balance.
+    /// The argument holding the amount, and how the amount is written.
+    pub amount: AmountArg,
+    /// The argument naming the subject and the prefix its ids carry; absent when the subject
+    /// is the merchant's balance.
+    #[serde(default)]
     pub subject: Option<SubjectArg>,
     /// Boolean arguments that must be absent or false, and are sent `false`.
+    #[serde(default)]
     pub false_only: Vec<String>,
     /// The field of the rail's answer that holds the fee.
     pub fee_field: String,
     /// The key fields `interlock init` proposes, and the window (none for a refund).
-    pub default_key: (Vec<String>, Option<u64>),
+    pub default_key: DefaultKey,
+}
+
+/// The amount argument.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmountArg {
+    /// Its name.
+    pub arg: String,
+    /// How it is written: `minor_integer`, or `{decimal_major: EUR}`.
+    pub encoding: AmountEncoding,
+}
+
+/// What `interlock init` proposes as a tool's idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultKey {
+    /// The key's argument names.
+    pub fields: Vec<String>,
+    /// Its window in milliseconds; `null` for none.
+    pub window_ms: Option<u64>,
 }
 
 /// The argument naming a subject.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SubjectArg {
     /// Its name.
     pub arg: String,
@@ -73,47 +106,177 @@ pub struct SubjectArg {
 }
 
 /// How a call is stamped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Stamp {
     /// The argument whose object gets `interlock_sik = sik`, and whose object in the rail's
     /// entities carries it back.
+    #[serde(rename = "notes")]
     pub notes_arg: String,
     /// A receipt argument the rail keeps unique per subject, set to `prefix + sik`, for the
     /// kinds listed: the rail itself then refuses a second call of the same intent.
-    pub receipt: Option<(String, String, Vec<ActionKind>)>,
+    #[serde(default)]
+    pub receipt: Option<Receipt>,
+}
+
+/// A receipt stamp.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// The argument.
+    pub arg: String,
+    /// What precedes the SIK in it.
+    pub prefix: String,
+    /// The kinds whose calls carry it.
+    pub kinds: Vec<ActionKind>,
 }
 
 /// A read of one object: a tool and the argument that names the object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Read {
     /// The tool.
     pub tool: String,
     /// The argument naming the object (none for the balance).
+    #[serde(default)]
     pub arg: Option<String>,
 }
 
+/// Where a currency is found.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CurrencyAt {
+    /// In this field of the object read.
+    Field(String),
+    /// Always this currency (a rail of one currency).
+    Fixed(Currency),
+}
+
 /// The reads that resolve a referent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReferentReads {
     /// A payment, by its id.
-    pub payment: Read,
+    pub payment: PaymentRead,
     /// The payment's order, read when the payment names one (G2 bounds refunds by it too).
-    pub order: Read,
+    pub order: OrderRead,
     /// The merchant's settleable balance.
-    pub balance: Read,
+    pub balance: BalanceRead,
+}
+
+/// The read of a payment and the fields of its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentRead {
+    /// The read.
+    pub read: Read,
+    /// The fields.
+    pub fields: PaymentFields,
+}
+
+/// A payment's fields, by name in the rail's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentFields {
+    /// Its id.
+    pub id: String,
+    /// The captured amount, in minor units.
+    pub amount: String,
+    /// What has been refunded of it, in minor units.
+    pub amount_refunded: String,
+    /// Its currency.
+    pub currency: CurrencyAt,
+    /// Whether it is captured.
+    pub captured: String,
+    /// Its order's id, if any.
+    pub order_id: String,
+}
+
+/// The read of an order and the fields of its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderRead {
+    /// The read.
+    pub read: Read,
+    /// The fields.
+    pub fields: OrderFields,
+}
+
+/// An order's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderFields {
+    /// Its id.
+    pub id: String,
+    /// What the customer paid on it, in minor units.
+    pub amount_paid: String,
+}
+
+/// The read of the balance and the fields of its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BalanceRead {
+    /// The read.
+    pub read: Read,
+    /// The fields.
+    pub fields: BalanceFields,
+}
+
+/// The balance's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BalanceFields {
+    /// What can be settled now, in minor units.
+    pub balance: String,
+    /// Its currency.
+    pub currency: CurrencyAt,
+}
+
+/// The lists a reconcile pass walks.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lists {
+    /// The refunds of one payment.
+    #[serde(rename = "REFUND")]
+    pub refund: ListTool,
+    /// The settlements.
+    #[serde(rename = "SETTLEMENT")]
+    pub settlement: ListTool,
 }
 
 /// A list of entities, paged by offset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ListTool {
     /// The tool.
     pub tool: String,
     /// The argument naming the subject, for lists scoped to one (refunds of a payment).
+    #[serde(default)]
     pub subject_arg: Option<String>,
     /// The page size argument and the size asked for.
-    pub count: (String, u32),
+    pub count: PageCount,
     /// The offset argument.
     pub skip_arg: String,
+    /// The field of the answer holding the page's entities.
+    pub items: String,
+}
+
+/// A list's page size.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageCount {
+    /// The argument.
+    pub arg: String,
+    /// The size asked for, 1..=[`PAGE_SIZE_MAX`].
+    pub size: u32,
+}
+
+/// Where an entity keeps what reconciliation reads.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entities {
+    /// Its id.
+    pub id: String,
 }
 
 impl Profile {
@@ -144,13 +307,14 @@ impl Profile {
             .stamp
             .receipt
             .iter()
-            .filter(|(_, _, kinds)| kinds.contains(&money.kind))
-            .map(|(arg, _, _)| arg.as_str())
+            .filter(|receipt| receipt.kinds.contains(&money.kind))
+            .map(|receipt| receipt.arg.as_str())
             .collect();
         let false_only: Vec<&str> = money.false_only.iter().map(String::as_str).collect();
         let shape = ArgShape {
             kind: money.kind,
-            amount: &money.amount_arg,
+            amount: &money.amount.arg,
+            encoding: money.amount.encoding,
             subject: money
                 .subject
                 .as_ref()
@@ -171,11 +335,21 @@ impl Profile {
     /// The arguments of the outbound money call: the agent's own arguments, the amount and
     /// subject the intent records, and the stamps. Every attempt of one intent sends exactly
     /// these, so a retry is the same request.
-    pub fn outbound_args(&self, call: &RailCall) -> Map<String, Value> {
+    ///
+    /// Fails, before anything is sent, when the amount cannot be written in the profile's
+    /// encoding (a decimal currency with no known exponent).
+    pub fn outbound_args(&self, call: &RailCall) -> Result<Map<String, Value>, String> {
         let mut args = call.passthrough.clone();
-        let money = self.money_tool(call.tool.as_str());
-        let amount_arg = money.map_or("amount", |m| m.amount_arg.as_str());
-        args.insert(amount_arg.to_owned(), Value::from(call.amount.get()));
+        let money = self
+            .money_tool(call.tool.as_str())
+            .ok_or_else(|| format!("{} is not a money tool of this profile", call.tool))?;
+        let amount = money
+            .amount
+            .encoding
+            .write(call.amount)
+            .map_err(|e| format!("{}: {e}", money.amount.arg))?;
+        args.insert(money.amount.arg.clone(), amount);
+        let money = Some(money);
         if let Some(subject) = money.and_then(|m| m.subject.as_ref()) {
             args.insert(subject.arg.clone(), Value::from(call.subject_id.clone()));
         }
@@ -191,16 +365,17 @@ impl Profile {
         let sik = Value::from(call.sik.to_string());
         notes.insert(action::STAMP_NOTE_KEY.to_owned(), sik);
         args.insert(self.stamp.notes_arg.clone(), Value::Object(notes));
-        if let Some((arg, prefix, kinds)) = &self.stamp.receipt
-            && kinds.contains(&call.kind)
+        if let Some(receipt) = &self.stamp.receipt
+            && receipt.kinds.contains(&call.kind)
         {
-            args.insert(arg.clone(), Value::from(format!("{prefix}{}", call.sik)));
+            let stamp = format!("{}{}", receipt.prefix, call.sik);
+            args.insert(receipt.arg.clone(), Value::from(stamp));
         }
-        args
+        Ok(args)
     }
 
     /// The key fields and window `interlock init` proposes for `tool`.
-    pub fn default_key(&self, tool: &str) -> Option<&(Vec<String>, Option<u64>)> {
+    pub fn default_key(&self, tool: &str) -> Option<&DefaultKey> {
         self.money_tool(tool).map(|m| &m.default_key)
     }
 }

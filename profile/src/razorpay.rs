@@ -2,84 +2,24 @@
 //! mandate written for it. Every Razorpay tool and argument name Interlock uses outside tests,
 //! the mock, the bench and chaos is in this file.
 
-use crate::{ListTool, MoneyTool, Profile, Read, ReferentReads, Stamp, SubjectArg};
-use interlock_spec::action::ActionKind;
-use interlock_spec::ids::ToolName;
+use crate::Profile;
 use interlock_spec::mandate::OnUnresolvable;
 use interlock_spec::mandate::template::{DAY_MS, Template};
+use std::sync::OnceLock;
 
-/// The receipt Interlock stamps on refunds is this prefix and the SIK: 36 characters, within
-/// Razorpay's 40. Razorpay keeps receipts unique per payment, so a second send of one intent is
-/// refused by the rail itself.
-pub const RECEIPT_PREFIX: &str = "ilk_";
-/// Items asked for per reconcile page: Razorpay's maximum, so a pass usually ends after one
-/// page and the empty one that proves the end.
-pub const PAGE_COUNT: u32 = 100;
-
-fn tool(name: &str) -> ToolName {
-    ToolName::parse(name).expect("the built-in profile's tool names are well-formed")
-}
-
-fn read(tool: &str, arg: Option<&str>) -> Read {
-    Read {
-        tool: tool.to_owned(),
-        arg: arg.map(str::to_owned),
-    }
-}
-
-fn list(tool: &str, subject_arg: Option<&str>) -> ListTool {
-    ListTool {
-        tool: tool.to_owned(),
-        subject_arg: subject_arg.map(str::to_owned),
-        count: ("count".to_owned(), PAGE_COUNT),
-        skip_arg: "skip".to_owned(),
-    }
-}
+/// The profile file, built into the binary.
+pub const PROFILE_YAML: &str = include_str!("../profiles/razorpay.yaml");
 
 /// Razorpay's profile: `create_refund` (a refund of a payment, stamped with a receipt and a
 /// note) and `create_instant_settlement` (a settlement from the balance, stamped with a note).
 pub fn profile() -> Profile {
-    let refund = MoneyTool {
-        tool: tool("create_refund"),
-        kind: ActionKind::Refund,
-        amount_arg: "amount".to_owned(),
-        subject: Some(SubjectArg {
-            arg: "payment_id".to_owned(),
-            prefix: "pay_".to_owned(),
-        }),
-        false_only: Vec::new(),
-        fee_field: "fee".to_owned(),
-        default_key: (vec!["payment_id".to_owned()], None),
-    };
-    let settlement = MoneyTool {
-        tool: tool("create_instant_settlement"),
-        kind: ActionKind::Settlement,
-        amount_arg: "amount".to_owned(),
-        subject: None,
-        false_only: vec!["settle_full_balance".to_owned()],
-        fee_field: "fees".to_owned(),
-        default_key: (vec!["description".to_owned()], Some(DAY_MS)),
-    };
-    Profile {
-        name: "razorpay".to_owned(),
-        money: vec![refund, settlement],
-        stamp: Stamp {
-            notes_arg: "notes".to_owned(),
-            receipt: Some((
-                "receipt".to_owned(),
-                RECEIPT_PREFIX.to_owned(),
-                vec![ActionKind::Refund],
-            )),
-        },
-        referent: ReferentReads {
-            payment: read("fetch_payment", Some("payment_id")),
-            order: read("fetch_order", Some("order_id")),
-            balance: read("fetch_balance", None),
-        },
-        refunds: list("fetch_multiple_refunds_for_payment", Some("payment_id")),
-        settlements: list("fetch_all_instant_settlements", None),
-        rejected_marker: "BAD_REQUEST_ERROR".to_owned(),
-    }
+    static PROFILE: OnceLock<Profile> = OnceLock::new();
+    PROFILE
+        .get_or_init(|| {
+            // The file is part of the binary and a test reads it: a failure is a build defect.
+            Profile::from_yaml(PROFILE_YAML).expect("the built-in Razorpay profile is valid")
+        })
+        .clone()
 }
 
 /// The demo's refund desk for `agent_id`, unpinned:
@@ -106,6 +46,8 @@ mod tests {
     use super::*;
     use interlock_driver::rail::RailCall;
     use interlock_driver::rail::RailOutcome;
+    use interlock_spec::action::ActionKind;
+    use interlock_spec::ids::ToolName;
     use interlock_spec::ids::{AgentId, MerchantId, Sik};
     use interlock_spec::money::{Currency, Minor};
     use serde_json::{Value, json};
@@ -118,7 +60,7 @@ mod tests {
             ActionKind::Settlement => ("create_instant_settlement", "balance"),
         };
         RailCall {
-            tool: tool(name),
+            tool: ToolName::parse(name).unwrap(),
             kind,
             sik: Sik::parse(SIK).unwrap(),
             subject_id: subject.into(),
@@ -130,10 +72,12 @@ mod tests {
 
     #[test]
     fn a_refund_goes_out_with_the_receipt_and_the_note_and_the_agents_notes_kept() {
-        let args = profile().outbound_args(&call(
-            ActionKind::Refund,
-            json!({"speed": "normal", "notes": {"why": "late"}}),
-        ));
+        let args = profile()
+            .outbound_args(&call(
+                ActionKind::Refund,
+                json!({"speed": "normal", "notes": {"why": "late"}}),
+            ))
+            .unwrap();
         assert_eq!(
             Value::Object(args),
             json!({"speed": "normal", "amount": 1000, "payment_id": "pay_1002",
@@ -143,10 +87,12 @@ mod tests {
 
     #[test]
     fn a_settlement_goes_out_with_the_note_and_never_the_full_balance() {
-        let args = profile().outbound_args(&call(
-            ActionKind::Settlement,
-            json!({"description": "d", "notes": []}),
-        ));
+        let args = profile()
+            .outbound_args(&call(
+                ActionKind::Settlement,
+                json!({"description": "d", "notes": []}),
+            ))
+            .unwrap();
         assert_eq!(
             Value::Object(args),
             json!({"description": "d", "amount": 1000, "settle_full_balance": false,

@@ -1,8 +1,8 @@
 //! The profile on the wire: the requests the proxy sends for reads and lists, and how the
-//! rail's answers are read back into the driver's vocabulary. The response field names are
-//! those of the built-in profile's server (Razorpay's objects); the next profile makes them data.
+//! rail's answers are read back into the driver's vocabulary, by the field names the profile
+//! declares.
 
-use crate::Profile;
+use crate::{CurrencyAt, Profile};
 use interlock_driver::rail::{
     ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, RailCall, RailError, RailOutcome,
     Referent,
@@ -34,15 +34,18 @@ impl Request {
 impl Profile {
     /// The read of the payment the agent named.
     pub fn payment_request(&self, hint: &str) -> Request {
-        let read = &self.referent.payment;
+        let read = &self.referent.payment.read;
         let arg = read.arg.iter().map(|a| (a.clone(), Value::from(hint)));
         Request::new(&read.tool, arg)
     }
 
     /// The read of the payment's order, when it names one.
     pub fn order_request(&self, payment: &Value) -> Option<Request> {
-        let order_id = payment["order_id"].as_str().filter(|id| !id.is_empty())?;
-        let read = &self.referent.order;
+        let field = &self.referent.payment.fields.order_id;
+        let order_id = payment[field.as_str()]
+            .as_str()
+            .filter(|id| !id.is_empty())?;
+        let read = &self.referent.order.read;
         let arg = read.arg.iter().map(|a| (a.clone(), Value::from(order_id)));
         Some(Request::new(&read.tool, arg))
     }
@@ -53,40 +56,43 @@ impl Profile {
         payment: &Value,
         order: Option<&Value>,
     ) -> Result<Referent, RailError> {
+        let fields = &self.referent.payment.fields;
+        let order_fields = &self.referent.order.fields;
         let order = match order {
             Some(order) => Some(OrderReferent {
-                id: order["id"]
+                id: order[order_fields.id.as_str()]
                     .as_str()
-                    .or(payment["order_id"].as_str())
+                    .or(payment[fields.order_id.as_str()].as_str())
                     .unwrap_or_default()
                     .to_owned(),
-                amount_paid: minor(order, "amount_paid")?,
+                amount_paid: minor(order, &order_fields.amount_paid)?,
             }),
             None => None,
         };
-        let id = payment["id"]
+        let id = payment[fields.id.as_str()]
             .as_str()
             .ok_or_else(|| RailError::Unavailable("the payment has no id".into()))?;
         Ok(Referent::Payment(PaymentReferent {
             id: id.to_owned(),
-            amount: minor(payment, "amount")?,
-            amount_refunded: minor(payment, "amount_refunded")?,
-            currency: currency(payment)?,
-            captured: payment["captured"].as_bool().unwrap_or(false),
+            amount: minor(payment, &fields.amount)?,
+            amount_refunded: minor(payment, &fields.amount_refunded)?,
+            currency: currency(payment, &fields.currency)?,
+            captured: payment[fields.captured.as_str()].as_bool().unwrap_or(false),
             order,
         }))
     }
 
     /// The read of the merchant's settleable balance.
     pub fn balance_request(&self) -> Request {
-        Request::new(&self.referent.balance.tool, [])
+        Request::new(&self.referent.balance.read.tool, [])
     }
 
     /// The balance referent from the rail's answer.
     pub fn balance_referent(&self, balance: &Value) -> Result<Referent, RailError> {
+        let fields = &self.referent.balance.fields;
         Ok(Referent::Balance {
-            balance: minor(balance, "balance")?,
-            currency: currency(balance)?,
+            balance: minor(balance, &fields.balance)?,
+            currency: currency(balance, &fields.currency)?,
         })
     }
 
@@ -116,7 +122,7 @@ impl Profile {
                 detail: format!("the rail answered something that is not JSON: {text}"),
             };
         };
-        let Some(id) = value["id"].as_str() else {
+        let Some(id) = value[self.entities.id.as_str()].as_str() else {
             return RailOutcome::Ambiguous {
                 detail: format!("the rail's answer has no id: {text}"),
             };
@@ -135,16 +141,13 @@ impl Profile {
 
     /// The request for the page at `at` of the list `query` walks.
     pub fn list_request(&self, query: &ListQuery, at: PageAt) -> Request {
-        let list = match query.kind {
-            ActionKind::Refund => &self.refunds,
-            ActionKind::Settlement => &self.settlements,
-        };
+        let list = self.list_of(query.kind);
         let subject = list
             .subject_arg
             .iter()
             .map(|arg| (arg.clone(), Value::from(query.subject_id.clone())));
         let paging = [
-            (list.count.0.clone(), Value::from(list.count.1)),
+            (list.count.arg.clone(), Value::from(list.count.size)),
             (list.skip_arg.clone(), Value::from(at.skip)),
         ];
         Request::new(&list.tool, subject.chain(paging))
@@ -154,18 +157,27 @@ impl Profile {
     /// only an empty page proves the end. A short page may be the end or a page the rail capped
     /// below the count; treating it as the end would call an entity on a later page absent, and
     /// absence licenses a retry.
-    pub fn list_page(&self, collection: &Value) -> Result<ListPage, RailError> {
-        let items = collection["items"]
+    pub fn list_page(&self, kind: ActionKind, collection: &Value) -> Result<ListPage, RailError> {
+        let field = self.list_of(kind).items.as_str();
+        let items = collection[field]
             .as_array()
-            .ok_or_else(|| RailError::Unavailable("the list has no items".into()))?;
+            .ok_or_else(|| RailError::Unavailable(format!("the list has no {field}")))?;
+        let id_field = self.entities.id.as_str();
         let entities = items
             .iter()
-            .filter_map(|item| item["id"].as_str().map(|id| self.entity(id, item)))
+            .filter_map(|item| item[id_field].as_str().map(|id| self.entity(id, item)))
             .collect();
         Ok(ListPage {
             is_last: items.is_empty(),
             entities,
         })
+    }
+
+    fn list_of(&self, kind: ActionKind) -> &crate::ListTool {
+        match kind {
+            ActionKind::Refund => &self.lists.refund,
+            ActionKind::Settlement => &self.lists.settlement,
+        }
     }
 
     /// An entity's id and the stamp in its notes (which the rail may send as `{}` or `[]`).
@@ -204,8 +216,12 @@ fn minor(value: &Value, field: &str) -> Result<Minor, RailError> {
         .map_err(|e| RailError::Unavailable(format!("the rail's {field} is not an amount: {e}")))
 }
 
-fn currency(value: &Value) -> Result<Currency, RailError> {
-    let text = value["currency"].as_str().unwrap_or("");
+fn currency(value: &Value, at: &CurrencyAt) -> Result<Currency, RailError> {
+    let field = match at {
+        CurrencyAt::Fixed(currency) => return Ok(*currency),
+        CurrencyAt::Field(field) => field.as_str(),
+    };
+    let text = value[field].as_str().unwrap_or("");
     Currency::parse(text)
         .map_err(|e| RailError::Unavailable(format!("the rail's currency {text:?}: {e}")))
 }

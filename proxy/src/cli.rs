@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -37,6 +37,15 @@ const EXIT_FAILED: u8 = 1;
     after_help = "Exit codes: 0 ok; 1 refused or a failed check; 2 usage.\nLogs go to stderr (RUST_LOG=error|warn|info|debug|trace); stdout carries only JSON-RPC in serve mode."
 )]
 struct Cli {
+    /// The rail profile: `razorpay` (built in) or a profile file (YAML) describing the
+    /// upstream's money tools. Every command that reads a mandate or calls the rail uses it.
+    #[arg(
+        long,
+        global = true,
+        env = "INTERLOCK_PROFILE",
+        default_value = "razorpay"
+    )]
+    profile: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -279,7 +288,21 @@ enum AuditCommand {
 pub fn run() -> ExitCode {
     init_logs();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = match select_profile(&cli.profile) {
+        Err(why) => Err(why),
+        Ok(()) => dispatch(cli.command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("interlock: {why}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<(), String> {
+    match command {
         Command::Init(args) => init(args),
         Command::Serve(args) => serve(args),
         Command::Check(args) => check(args),
@@ -293,13 +316,6 @@ pub fn run() -> ExitCode {
         Command::Resolve(args) => resolve(args),
         Command::Reconcile(args) => reconcile(args),
         Command::Demo(args) => crate::demo::run(args.keep, args.json),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(why) => {
-            eprintln!("interlock: {why}");
-            ExitCode::from(EXIT_FAILED)
-        }
     }
 }
 
@@ -330,10 +346,27 @@ fn now_ms() -> u64 {
     SystemClock.now_ms()
 }
 
-/// The rail profile the proxy guards. Razorpay's is the only one built in; `--profile`
-/// arrives with the next profile.
+/// The profile `--profile` selected, set once before any command runs.
+static PROFILE: OnceLock<Arc<Profile>> = OnceLock::new();
+
+fn select_profile(name_or_path: &str) -> Result<(), String> {
+    let profile = Profile::load(name_or_path).map_err(|e| format!("--profile: {e}"))?;
+    tracing::info!(profile = %profile.name, "rail profile");
+    // `run` selects once per process; a second selection (a test calling `run` twice) must
+    // name the same profile, or the commands would disagree on what a tool does.
+    let chosen = PROFILE.get_or_init(|| Arc::new(profile.clone()));
+    if **chosen != profile {
+        return Err(format!("--profile: {} is already selected", chosen.name));
+    }
+    Ok(())
+}
+
+/// The rail profile the proxy guards: the one `--profile` selected, Razorpay's by default.
 pub fn rail_profile() -> Arc<Profile> {
-    Arc::new(interlock_profile::razorpay::profile())
+    PROFILE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(interlock_profile::razorpay::profile()))
 }
 
 /// Parses a mandate and checks it against the profile's rules of kinds (a refund's key carries

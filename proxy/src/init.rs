@@ -275,13 +275,13 @@ pub fn render(answers: &Answers, now_ms: u64, provenance: Option<&str>) -> Strin
     let profile = crate::cli::rail_profile();
     for (tool, _) in &a.ceilings {
         // Ceilings are asked only for the profile's money tools, each with a default key.
-        let Some((fields, window)) = profile.default_key(tool) else {
+        let Some(key) = profile.default_key(tool) else {
             continue;
         };
-        let window = window.map_or("null".to_owned(), |ms| ms.to_string());
+        let window = key.window_ms.map_or("null".to_owned(), |ms| ms.to_string());
         y.push_str(&format!(
             "  {tool}:\n    key_fields: [{}]\n    window_ms: {window}\n",
-            fields.join(", ")
+            key.fields.join(", ")
         ));
         any_rule = true;
     }

@@ -439,7 +439,17 @@ impl McpRail {
     }
 
     async fn execute_owned(&self, call: RailCall, timeout_ms: u64) -> RailOutcome {
-        let args = self.profile.outbound_args(&call);
+        let args = match self.profile.outbound_args(&call) {
+            Ok(args) => args,
+            // Nothing was sent, so nothing can have moved.
+            Err(detail) => {
+                return RailOutcome::Rejected {
+                    detail: format!(
+                        "Interlock could not write the call, nothing was sent: {detail}"
+                    ),
+                };
+            }
+        };
         // The driver sized its lease on this call ending within `timeout_ms`: abandon it then,
         // whatever the upstream's own timeout says.
         let deadline = Duration::from_millis(timeout_ms);
@@ -462,7 +472,7 @@ impl McpRail {
 
     async fn list_page_owned(&self, query: ListQuery, at: PageAt) -> Result<ListPage, RailError> {
         let collection = self.read(self.profile.list_request(&query, at)).await?;
-        self.profile.list_page(&collection)
+        self.profile.list_page(query.kind, &collection)
     }
 }
 

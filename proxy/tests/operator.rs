@@ -181,6 +181,47 @@ fn check_summarises_a_mandate_and_refuses_unknown_fields() {
     assert_eq!(code, 2, "a missing --mandate is a usage error");
 }
 
+#[test]
+fn the_profile_is_chosen_by_name_or_file_and_a_bad_one_stops_every_command() {
+    let scene = scene("profile", &[]);
+    let check = |profile: &OsStr| {
+        interlock(&[
+            OsStr::new("--profile"),
+            profile,
+            OsStr::new("check"),
+            OsStr::new("--mandate"),
+            scene.mandate.as_os_str(),
+        ])
+    };
+    let (code, _, stderr) = check(OsStr::new("razorpay"));
+    assert_eq!(code, 0, "{stderr}");
+    // A copy of the built-in profile under another name is the same rail.
+    let file = scene.dir.join("rail.yaml");
+    let text =
+        interlock_profile::razorpay::PROFILE_YAML.replace("profile: razorpay", "profile: mine");
+    std::fs::write(&file, text).unwrap();
+    let (code, _, stderr) = check(file.as_os_str());
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = check(OsStr::new("stripe"));
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert!(
+        stderr.contains(
+            "--profile: \"stripe\" is neither a built-in profile (razorpay) nor a profile file"
+        ),
+        "{stderr}"
+    );
+    // A bad profile stops the command before the mandate is read, naming the path.
+    let bad =
+        interlock_profile::razorpay::PROFILE_YAML.replace("kind: REFUND #", "kind: SETTLEMENT #");
+    std::fs::write(&file, bad).unwrap();
+    let (code, _, stderr) = check(file.as_os_str());
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("stamp.receipt.kinds: REFUND is not the kind of any money tool"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pin_write_repairs_drifted_pins_and_keeps_the_rest_of_the_file() {
     let scene = scene(

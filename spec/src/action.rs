@@ -10,8 +10,9 @@
 //! Interlock writes itself come in an [`ArgShape`] that a rail profile (`interlock-profile`)
 //! supplies for each of its money tools.
 
+use crate::decimal::{self, DecimalError};
 use crate::ids::{AgentId, MerchantId, ToolName};
-use crate::money::{AmountError, Minor};
+use crate::money::{AmountError, Currency, Minor};
 use crate::sik::{DistinctReason, SikError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -51,8 +52,10 @@ impl ActionKind {
 pub struct ArgShape<'a> {
     /// What the tool does with money.
     pub kind: ActionKind,
-    /// The argument holding the amount in minor units.
+    /// The argument holding the amount.
     pub amount: &'a str,
+    /// How the amount is written.
+    pub encoding: AmountEncoding,
     /// The argument naming the subject (a payment), and the prefix its ids carry; `None` when
     /// the subject is implied (a merchant's balance).
     pub subject: Option<(&'a str, &'a str)>,
@@ -62,6 +65,37 @@ pub struct ArgShape<'a> {
     pub notes: Option<&'a str>,
     /// Boolean arguments that must be absent or `false` (one that moves an unnamed amount).
     pub false_only: &'a [&'a str],
+}
+
+/// How a rail writes amounts. In a profile file: `minor_integer` or `{decimal_major: EUR}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmountEncoding {
+    /// An integer in minor units (Razorpay's paise); every float is refused.
+    MinorInteger,
+    /// Decimal major units of a currency known before the call (`98.70` euros), read exactly
+    /// from the number's text into minor units; more places than the currency has are refused.
+    DecimalMajor(Currency),
+}
+
+impl AmountEncoding {
+    /// Reads a positive amount written this way.
+    pub fn read(self, value: &Value) -> Result<Minor, AmountError> {
+        match self {
+            AmountEncoding::MinorInteger => Minor::positive_from_json(value),
+            AmountEncoding::DecimalMajor(currency) => {
+                decimal::positive_from_json(value, currency).map_err(AmountError::Decimal)
+            }
+        }
+    }
+
+    /// Writes `amount` this way, for the outbound call.
+    pub fn write(self, amount: Minor) -> Result<Value, DecimalError> {
+        match self {
+            AmountEncoding::MinorInteger => Ok(Value::from(amount.get())),
+            AmountEncoding::DecimalMajor(currency) => decimal::to_json(amount, currency),
+        }
+    }
 }
 
 /// A money-moving tool call, parsed but not yet judged.
@@ -160,16 +194,15 @@ pub fn parse(
     let amount_error = |e| ActionError::Amount(shape.amount.to_owned(), e);
     // Every argument is recorded in the hash-chained audit log and some enter the SIK, both as
     // canonical JSON: one without a canonical form (a float anywhere, not only in the amount)
-    // is refused here rather than found later. The amount is checked first for its own message.
-    if let Some(amount) = object.get(shape.amount) {
-        Minor::positive_from_json(amount).map_err(amount_error)?;
-    }
-    crate::canonical::canonical_json(args).map_err(|e| ActionError::NotCanonical(e.to_string()))?;
+    // is refused here rather than found later. The amount is read first for its own message,
+    // and leaves the arguments as integer minor units: a decimal amount is exact once read.
     let mut passthrough = object.clone();
     let amount = passthrough
         .remove(shape.amount)
         .ok_or_else(|| ActionError::Missing(shape.amount.to_owned()))?;
-    let amount = Minor::positive_from_json(&amount).map_err(amount_error)?;
+    let amount = shape.encoding.read(&amount).map_err(amount_error)?;
+    crate::canonical::canonical_json(&Value::Object(passthrough.clone()))
+        .map_err(|e| ActionError::NotCanonical(e.to_string()))?;
     let distinct = match passthrough.remove(DISTINCT_REASON_ARG) {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(distinct_reason(&text)?),
@@ -261,6 +294,7 @@ mod tests {
     const REFUND: ArgShape<'static> = ArgShape {
         kind: ActionKind::Refund,
         amount: "amount",
+        encoding: AmountEncoding::MinorInteger,
         subject: Some(("payment_id", "pay_")),
         reserved: &["receipt"],
         notes: Some("notes"),
@@ -269,6 +303,7 @@ mod tests {
     const SETTLEMENT: ArgShape<'static> = ArgShape {
         kind: ActionKind::Settlement,
         amount: "amount",
+        encoding: AmountEncoding::MinorInteger,
         subject: None,
         reserved: &[],
         notes: Some("notes"),

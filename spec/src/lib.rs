@@ -27,6 +27,7 @@
 
 pub mod action;
 pub mod canonical;
+pub mod decimal;
 pub mod hash;
 pub mod ids;
 pub mod mandate;

@@ -37,6 +37,9 @@ pub enum AmountError {
     /// An integer above [`MINOR_MAX`].
     #[error("amount {0} exceeds the largest accepted amount {MINOR_MAX} (2^53 - 1)")]
     TooLarge(u64),
+    /// A decimal amount that is not exactly a number of minor units (see [`crate::decimal`]).
+    #[error("amount {0}")]
+    Decimal(crate::decimal::DecimalError),
     /// Not a number at all: a boolean, null, array or object.
     #[error("amount must be an integer in minor units, got {0}")]
     NotANumber(&'static str),

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use interlock_profile::razorpay::RECEIPT_PREFIX;
 use interlock_rail_mock::harness::{self, EntityKind, Inspection};
 use interlock_spec::action::STAMP_NOTE_KEY;
 
@@ -49,12 +48,18 @@ pub fn inspect(mock: &Path, journal: &Path) -> Res<Journal> {
 /// The judged view of `inspect`'s output: for each entity, its money, its fees, and whether
 /// Interlock made it.
 pub fn read(inspection: &Inspection) -> Journal {
+    // The receipt Interlock writes, as the built-in profile declares it.
+    let prefix = interlock_profile::razorpay::profile()
+        .stamp
+        .receipt
+        .map(|r| r.prefix)
+        .unwrap_or_default();
     let entities = inspection
         .entities()
         .map(|e| {
             let stamp = e.note(STAMP_NOTE_KEY);
-            let receipt_matches = stamp
-                .is_some_and(|sik| e.receipt == Some(format!("{RECEIPT_PREFIX}{sik}").as_str()));
+            let receipt_matches =
+                stamp.is_some_and(|sik| e.receipt == Some(format!("{prefix}{sik}").as_str()));
             Entity {
                 id: e.id.to_owned(),
                 payment_id: e.payment_id.map(str::to_owned),

@@ -15,6 +15,7 @@
 pub mod template;
 mod validate;
 mod yaml;
+pub use yaml::options as strict_yaml_options;
 
 #[cfg(test)]
 mod tests;

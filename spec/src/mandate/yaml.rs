@@ -27,7 +27,9 @@ pub const MANDATE_YAML_SCALAR_BYTES_MAX: usize = 128 * 1024;
 /// Depth of nested alias replay (an alias inside an anchored value, and so on).
 const MANDATE_YAML_REPLAY_DEPTH_MAX: usize = 8;
 
-pub(super) fn options() -> serde_saphyr::Options {
+/// The strict, bounded options every YAML file Interlock reads is parsed with (a mandate, a
+/// rail profile): both are short, human-written and the same size class.
+pub fn options() -> serde_saphyr::Options {
     // Every option we rely on is spelled out, defaults included, so a change of default in a
     // later serde-saphyr cannot loosen the parse.
     serde_saphyr::options! {
