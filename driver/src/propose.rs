@@ -20,7 +20,9 @@ use crate::plan::{
     Applied, Change, Commit, Decide, Decided, Expect, IntentKey, IntentView, Judgement,
     LeaseChange, NewIntent, Refusal, UsageQuery,
 };
-use crate::rail::{BALANCE_SUBJECT, PaymentReferent, RailCall, RailOutcome, Referent};
+use crate::rail::{
+    BALANCE_SUBJECT, PaymentReferent, RailCall, RailOutcome, Referent, ScheduledReferent,
+};
 use interlock_machine::{ATTEMPT_SEQ_MAX, Effect, Event, Illegal, State, Verdict};
 use interlock_spec::action::{ActionKind, ProposedAction};
 use interlock_spec::ids::Sik;
@@ -313,6 +315,27 @@ impl Proposal {
     }
 
     fn decide_new(&mut self, context: Context<'_>, now: u64, referent: Result<Referent, String>) {
+        // An update that keeps its amount moves the amount the rail says it has: taken before
+        // anything is keyed or judged, so the ceiling and the windows see it. Without a
+        // referent there is no amount to judge.
+        if self.action.amount_from_referent {
+            let Ok(Referent::Scheduled(scheduled)) = &referent else {
+                let message = format!(
+                    "{} gives no amount and the rail could not confirm the one it keeps ({}); refused",
+                    self.action.tool,
+                    referent
+                        .as_ref()
+                        .err()
+                        .map_or("not a scheduled transfer", String::as_str)
+                );
+                let result =
+                    GateResult::block(Gate::G2, ReasonCode::ReferentUnresolvableBlocked, message);
+                let ladder = ladder_with(std::mem::take(&mut self.gates), result);
+                return self.finish(Command::Answer(answer::refused(ladder, None, None)));
+            };
+            self.action.amount = scheduled.amount;
+            self.action.amount_from_referent = false;
+        }
         let Some((subject, currency)) = subject_of(context.mandate, &self.action, &referent) else {
             let message = format!(
                 "the rail could not confirm what this call is about ({}), and the grant of {} names more than one currency; refused",
@@ -902,8 +925,10 @@ fn subject_of(
                 return None;
             };
             let subject = match action.kind {
-                ActionKind::Refund => action.payment_hint.clone()?,
-                ActionKind::Settlement => BALANCE_SUBJECT.to_owned(),
+                ActionKind::Refund | ActionKind::ScheduledUpdate => action.subject_hint.clone()?,
+                ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
+                    BALANCE_SUBJECT.to_owned()
+                }
             };
             Some((subject, *currency))
         }
@@ -974,10 +999,18 @@ fn unresolved_call(
             captured: true,
             order: None,
         }),
-        ActionKind::Settlement => Referent::Balance {
-            balance: action.amount,
+        ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
+            Referent::Balance {
+                balance: action.amount,
+                currency,
+            }
+        }
+        ActionKind::ScheduledUpdate => Referent::Scheduled(ScheduledReferent {
+            id: subject.to_owned(),
+            amount: action.amount,
+            recipient: action.payee.clone().unwrap_or_default(),
             currency,
-        },
+        }),
     };
     RailCall::stamped(action, &referent, sik)
 }
@@ -991,11 +1024,14 @@ fn action_of(mandate: &Mandate, held: &IntentView) -> ProposedAction {
         merchant_id: held.key.merchant_id.clone(),
         tool: call.tool.clone(),
         kind: call.kind,
-        payment_hint: match call.kind {
-            ActionKind::Refund => Some(call.subject_id.clone()),
-            ActionKind::Settlement => None,
+        subject_hint: match call.kind {
+            ActionKind::Refund | ActionKind::ScheduledUpdate => Some(call.subject_id.clone()),
+            ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => None,
         },
+        payee: call.payee.clone(),
         amount: call.amount,
+        // The held call carries the amount its referent gave at proposal.
+        amount_from_referent: false,
         distinct: held.distinct_reason.clone(),
         passthrough: call.passthrough.clone(),
         // The held intent keeps its key; an approval never computes a key again.

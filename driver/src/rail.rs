@@ -39,19 +39,34 @@ pub struct OrderReferent {
     pub amount_paid: Minor,
 }
 
+/// A scheduled transfer as the rail reports it: what an update of it changes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScheduledReferent {
+    /// Its id as the rail spells it.
+    pub id: String,
+    /// The amount it will pay.
+    pub amount: Minor,
+    /// Who it pays, in `spec::payee`'s normal form.
+    pub recipient: String,
+    /// Its currency.
+    pub currency: Currency,
+}
+
 /// What an action is about, read from the rail by the engine itself.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "referent", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Referent {
     /// A refund's payment.
     Payment(PaymentReferent),
-    /// A settlement's source: the merchant's settleable balance.
+    /// The source of a settlement or a transfer: the account's balance.
     Balance {
-        /// What can be settled now.
+        /// What can be paid out now.
         balance: Minor,
         /// Its currency.
         currency: Currency,
     },
+    /// The scheduled transfer an update changes.
+    Scheduled(ScheduledReferent),
 }
 
 impl Referent {
@@ -60,6 +75,7 @@ impl Referent {
         match self {
             Referent::Payment(payment) => &payment.id,
             Referent::Balance { .. } => BALANCE_SUBJECT,
+            Referent::Scheduled(scheduled) => &scheduled.id,
         }
     }
 
@@ -68,11 +84,12 @@ impl Referent {
         match self {
             Referent::Payment(payment) => payment.currency,
             Referent::Balance { currency, .. } => *currency,
+            Referent::Scheduled(scheduled) => scheduled.currency,
         }
     }
 }
 
-/// The subject of every settlement: there is one balance per merchant account.
+/// The subject of every settlement and transfer: there is one balance per account.
 pub const BALANCE_SUBJECT: &str = "balance";
 
 /// A stamped outbound money call, exactly as every attempt of one intent sends it.
@@ -90,6 +107,10 @@ pub struct RailCall {
     pub amount: Minor,
     /// The amount's currency.
     pub currency: Currency,
+    /// The payee the gates judged, for a tool that pays one (also in `passthrough`, where the
+    /// rail reads it); kept so an approval judges the same payee again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payee: Option<String>,
     /// The agent's other arguments (its notes, a description, …), forwarded unchanged. How
     /// the call is stamped with `sik` on the wire (a notes key, a receipt) is the rail
     /// profile's business: it is derived from `sik` when the call is sent, never stored twice.
@@ -106,6 +127,7 @@ impl RailCall {
             subject_id: referent.subject_id().to_owned(),
             amount: action.amount,
             currency: referent.currency(),
+            payee: action.payee.clone(),
             passthrough: action.passthrough.clone(),
         }
     }

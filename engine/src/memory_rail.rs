@@ -9,7 +9,7 @@
 use crate::clock::Clock;
 use crate::rail::{
     ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, Rail, RailCall, RailError,
-    RailOutcome, Referent,
+    RailOutcome, Referent, ScheduledReferent,
 };
 use interlock_machine::{EntityRef, RailEntity};
 use interlock_spec::action::{ActionKind, ProposedAction};
@@ -72,6 +72,8 @@ struct Payment {
 #[derive(Debug)]
 struct State {
     payments: BTreeMap<String, Payment>,
+    /// Scheduled transfers by id: the amount and the recipient.
+    scheduled: BTreeMap<String, (Minor, String)>,
     balance: Minor,
     entities: Vec<Entity>,
     exec_faults: VecDeque<ExecFault>,
@@ -102,6 +104,7 @@ impl MemoryRail {
         MemoryRail {
             state: Mutex::new(State {
                 payments: BTreeMap::new(),
+                scheduled: BTreeMap::new(),
                 balance,
                 entities: Vec::new(),
                 exec_faults: VecDeque::new(),
@@ -148,6 +151,13 @@ impl MemoryRail {
                 order,
             },
         );
+    }
+
+    /// Adds a scheduled INR transfer of `amount` to `recipient`.
+    pub fn add_scheduled(&self, id: &str, amount: u64, recipient: &str) {
+        let amount = Minor::new(amount).expect("test amounts are small");
+        let entry = (amount, recipient.to_owned());
+        self.state().scheduled.insert(id.to_owned(), entry);
     }
 
     /// Marks a payment as not captured.
@@ -270,7 +280,19 @@ impl MemoryRail {
                 payment.refunded = Minor::new(payment.refunded.get() + call.amount.get())
                     .expect("bounded by the amount");
             }
-            ActionKind::Settlement => {
+            ActionKind::ScheduledUpdate => {
+                let Some(scheduled) = state.scheduled.get_mut(&call.subject_id) else {
+                    return Err(format!(
+                        "BAD_REQUEST_ERROR: no scheduled transfer {}",
+                        call.subject_id
+                    ));
+                };
+                scheduled.0 = call.amount;
+                if let Some(payee) = &call.payee {
+                    scheduled.1.clone_from(payee);
+                }
+            }
+            ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
                 if call.amount > state.balance {
                     return Err(format!(
                         "BAD_REQUEST_ERROR: the amount {} exceeds the balance {}",
@@ -283,6 +305,8 @@ impl MemoryRail {
         let prefix = match call.kind {
             ActionKind::Refund => "rfnd",
             ActionKind::Settlement => "setlod",
+            ActionKind::Transfer => "trf",
+            ActionKind::ScheduledTransfer | ActionKind::ScheduledUpdate => "sched",
         };
         let entity = Entity {
             id: format!("{prefix}_{:014}", state.entities.len() + 1),
@@ -358,7 +382,7 @@ impl MemoryRail {
         }
         match action.kind {
             ActionKind::Refund => {
-                let id = action.payment_hint.as_deref().unwrap_or_default();
+                let id = action.subject_hint.as_deref().unwrap_or_default();
                 let payment = state
                     .payments
                     .get(id)
@@ -372,10 +396,24 @@ impl MemoryRail {
                     order: payment.order.clone(),
                 }))
             }
-            ActionKind::Settlement => Ok(Referent::Balance {
-                balance: state.balance,
-                currency: Currency::INR,
-            }),
+            ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
+                Ok(Referent::Balance {
+                    balance: state.balance,
+                    currency: Currency::INR,
+                })
+            }
+            ActionKind::ScheduledUpdate => {
+                let id = action.subject_hint.as_deref().unwrap_or_default();
+                let (amount, recipient) = state.scheduled.get(id).cloned().ok_or_else(|| {
+                    RailError::NotFound(format!("scheduled transfer {id} does not exist"))
+                })?;
+                Ok(Referent::Scheduled(ScheduledReferent {
+                    id: id.to_owned(),
+                    amount,
+                    recipient,
+                    currency: Currency::INR,
+                }))
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use interlock_engine::ledger::{LedgerError, VerifyError};
+use interlock_engine::ledger::{LedgerError, SCHEMA_VERSION, VerifyError};
 use interlock_engine::{Ledger, Outcome};
 
 #[test]
@@ -16,7 +16,7 @@ fn the_ledger_opens_only_in_a_durable_configuration() {
     assert_eq!(pragmas.synchronous, 2, "synchronous=FULL");
     assert_eq!(pragmas.foreign_keys, 1);
     assert_eq!(pragmas.busy_timeout_ms, 5_000);
-    assert_eq!(pragmas.user_version, 1);
+    assert_eq!(pragmas.user_version, SCHEMA_VERSION);
     for memory in [":memory:", ""] {
         let error = Ledger::open(std::path::Path::new(memory)).unwrap_err();
         assert!(
@@ -47,7 +47,7 @@ fn processes_opening_a_fresh_ledger_at_once_all_succeed() {
         for opener in openers {
             let opened = opener.join().unwrap();
             assert!(
-                matches!(opened, Ok(1)),
+                matches!(opened, Ok(SCHEMA_VERSION)),
                 "round {round}: a concurrent open failed: {opened:?}"
             );
         }
@@ -79,8 +79,65 @@ fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
             .pragmas()
             .unwrap()
             .user_version,
-        1
+        SCHEMA_VERSION
     );
+}
+
+#[test]
+fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
+    // A ledger with a real refund in it (intent, attempt, audit chain), taken back to version 1
+    // by running migration 2's rebuild with version 1's kind CHECK.
+    let world = World::new();
+    let engine = world.engine(world.rail(), "p1");
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(answer.outcome, Outcome::Applied);
+    drop(engine);
+    let widened = "kind IN ('REFUND', 'SETTLEMENT', 'TRANSFER', 'SCHEDULED_TRANSFER',\n        'SCHEDULED_UPDATE')";
+    let migration = include_str!("../schema/0002_kinds.sql");
+    assert_eq!(migration.matches(widened).count(), 1);
+    let back_to_v1 = migration.replace(widened, "kind IN ('REFUND', 'SETTLEMENT')");
+    let v1 = raw(&world.db());
+    v1.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    v1.execute_batch(&format!(
+        "BEGIN; {back_to_v1}\nPRAGMA user_version = 1; COMMIT;"
+    ))
+    .unwrap();
+    drop(v1);
+    const SIK_B: &str = "'BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB'";
+    // Version 1 knows refunds and settlements only.
+    assert!(insert(&world.db(), &[("sik", SIK_B), ("kind", "'TRANSFER'")]).is_err());
+
+    let ledger = Ledger::open(&world.db()).unwrap();
+    assert_eq!(ledger.pragmas().unwrap().user_version, SCHEMA_VERSION);
+    assert_eq!(ledger.pragmas().unwrap().foreign_keys, 1);
+    ledger.verify_chain().unwrap();
+    drop(ledger);
+    let db = raw(&world.db());
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |row| row.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM intents"), 1);
+    assert_eq!(count("SELECT count(*) FROM intent_attempts"), 1);
+    assert_eq!(
+        count("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'"),
+        6,
+        "the window, fee and audit triggers are all back"
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name LIKE 'intents_by_%'"
+        ),
+        3
+    );
+    assert_eq!(count("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    let integrity: String = db
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    drop(db);
+    insert(&world.db(), &[("sik", SIK_B), ("kind", "'TRANSFER'")]).unwrap();
+    let sik_c = "'CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC'";
+    assert!(insert(&world.db(), &[("sik", sik_c), ("kind", "'PAYOUT'")]).is_err());
 }
 
 fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<usize> {

@@ -503,6 +503,8 @@ fn every_reason_code_is_produced_with_its_numbers() {
     assert!(engine.rail().entities().is_empty());
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 
+    payees(&mut seen, l);
+
     // The proxy's own codes are produced by the proxy's tests (`proxy/tests/e2e.rs`, the Python
     // client's `proxy/tests/python/e2e.py`), never by the engine.
     let from_engine: Vec<&str> = ReasonCode::PROXY
@@ -577,4 +579,66 @@ fn a_window_scoped_to_a_tool_counts_only_that_tool() {
     let next_day = propose(settlement(50_000));
     assert_eq!(next_day.reason_code, ReasonCode::Applied, "{next_day:#?}");
     assert_eq!(engine.rail().rail_entities().len(), 4);
+}
+
+/// G1's payee rules on a bank's tools: a transfer to a payee on the list is applied, one to
+/// anyone else is refused before the rail is read, and an update may neither redirect a
+/// scheduled transfer (this grant forbids it) nor keep an amount it cannot read.
+fn payees(seen: &mut Seen, l: Option<&LiveTool>) {
+    let world = World::new();
+    let mandate = Mandate::parse_yaml(&bank_mandate_yaml()).expect("the bank mandate validates");
+    bank_profile()
+        .check_mandate(&mandate)
+        .expect("and suits the bank profile");
+    let engine = world.engine_with(world.rail(), "p-bank", mandate);
+    engine
+        .rail()
+        .add_scheduled("7", 50_000, "DE89370400440532013000");
+    let pay =
+        |to: &str, amount: u64| bank_call("send_money", json!({"recipient": to, "amount": amount}));
+    let answer = seen.expect(
+        &engine,
+        &pay("de89 3704 0044 0532 0130 00", 1_000),
+        l,
+        ReasonCode::Applied,
+        &["trf_"],
+    );
+    assert!(
+        answer
+            .gates
+            .iter()
+            .any(|g| g.reason_code == ReasonCode::PayeeOk)
+    );
+    seen.expect(
+        &engine,
+        &pay("US133000000121212121212", 1),
+        l,
+        ReasonCode::PayeeNotAllowed,
+        &["US133000000121212121212", "DE89 3704 0044 0532 0130 00"],
+    );
+    let redirect = bank_call(
+        "update_scheduled_transaction",
+        json!({"id": 7, "recipient": "Landlord"}),
+    );
+    seen.expect(
+        &engine,
+        &redirect,
+        l,
+        ReasonCode::RecipientChangeForbidden,
+        &["scheduled transfer 7", "DE89370400440532013000", "Landlord"],
+    );
+    // An update that keeps its amount is judged, keyed and ledgered at the 50000 the rail says
+    // the scheduled transfer has, never at zero.
+    let keep = bank_call(
+        "update_scheduled_transaction",
+        json!({"id": 7, "recipient": "DE89370400440532013000"}),
+    );
+    let answer = seen.expect(&engine, &keep, l, ReasonCode::Applied, &["sched_"]);
+    assert!(
+        answer
+            .gates
+            .iter()
+            .any(|g| g.reason_code == ReasonCode::ValueOk && g.message.contains("50000"))
+    );
+    assert!(engine.rail().entities().iter().all(|e| e.amount.get() != 0));
 }

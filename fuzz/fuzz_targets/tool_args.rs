@@ -108,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if kind == ActionKind::Refund {
         let id = action
-            .payment_hint
+            .subject_hint
             .as_deref()
             .expect("a refund names its payment");
         assert_eq!(
@@ -122,7 +122,7 @@ fuzz_target!(|data: &[u8]| {
         );
         assert!(id.starts_with("pay_") && id.is_ascii());
     } else {
-        assert!(action.payment_hint.is_none());
+        assert!(action.subject_hint.is_none());
         assert!(
             matches!(
                 args.get("settle_full_balance"),

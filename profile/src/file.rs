@@ -1,7 +1,7 @@
 //! A profile file: strict YAML (unknown fields, duplicate keys and merge keys refused, the
 //! mandate's budgets), then the rules no schema can say, each refusal naming its path.
 
-use crate::Profile;
+use crate::{Profile, SubjectArg};
 use interlock_spec::action::{ActionKind, AmountEncoding};
 use interlock_spec::mandate::strict_yaml_options;
 use std::collections::BTreeSet;
@@ -73,54 +73,149 @@ impl Profile {
     }
 
     fn check(&self) -> Result<(), ProfileError> {
-        let refuse = |path: String, rule: &str| {
-            Err(ProfileError::Rule {
-                path,
-                rule: rule.to_owned(),
-            })
-        };
         if self.name.trim().is_empty() {
-            return refuse("profile".into(), "must name the profile");
+            return refuse("profile", "must name the profile");
         }
         if self.money.is_empty() || self.money.len() > MONEY_TOOLS_MAX {
-            return refuse("money".into(), "must list 1 to 32 money tools");
+            return refuse("money", "must list 1 to 32 money tools");
         }
         let mut names = BTreeSet::new();
         for (i, money) in self.money.iter().enumerate() {
             let at = format!("money[{i}]");
             if !names.insert(money.tool.as_str()) {
-                return refuse(format!("{at}.tool"), "names a tool listed twice");
+                return refuse(&format!("{at}.tool"), "names a tool listed twice");
             }
             self.check_args(&at, money)?;
-            if let AmountEncoding::DecimalMajor(currency) = money.amount.encoding
-                && currency.minor_exponent().is_none()
-            {
-                return refuse(
-                    format!("{at}.amount.encoding"),
-                    "decimal amounts need an ISO 4217 currency whose minor unit is known",
-                );
-            }
+            self.check_shape(&at, money)?;
+            check_encoding(&format!("{at}.amount.encoding"), money.amount.encoding)?;
         }
-        if let Some(receipt) = &self.stamp.receipt
-            && let Some(kind) = receipt.kinds.iter().find(|k| !self.has_kind(**k))
+        check_encoding("referent.amounts", self.referent.amounts)?;
+        if let Some(tool) = self
+            .other_writes
+            .iter()
+            .find(|t| self.kind_of(t.as_str()).is_some())
+        {
+            let rule = format!("{tool} is a money tool: it cannot also be a write that moves none");
+            return refuse("other_writes", &rule);
+        }
+        if let Some(kind) = self
+            .receipt()
+            .flat_map(|r| &r.kinds)
+            .find(|k| !self.has_kind(**k))
         {
             let rule = format!("{} is not the kind of any money tool", kind.as_str());
-            return refuse("stamp.receipt.kinds".into(), &rule);
+            return refuse("stamp.receipt.kinds", &rule);
         }
-        for (kind, list) in [
-            ("REFUND", &self.lists.refund),
-            ("SETTLEMENT", &self.lists.settlement),
-        ] {
+        self.check_lists()?;
+        if self.rejected_marker.is_empty() {
+            // An empty marker is in every error: every error would read as "nothing moved".
+            return refuse("rejected_marker", "must not be empty");
+        }
+        Ok(())
+    }
+
+    /// What each kind needs: its subject, its payee, its referent read.
+    fn check_shape(&self, at: &str, money: &crate::MoneyTool) -> Result<(), ProfileError> {
+        let kind = money.kind;
+        let has_subject = matches!(kind, ActionKind::Refund | ActionKind::ScheduledUpdate);
+        if money.subject.is_some() != has_subject {
+            let rule = format!(
+                "a {} tool {} subject argument",
+                kind.as_str(),
+                needs(has_subject)
+            );
+            return refuse(&format!("{at}.subject"), &rule);
+        }
+        if let Some(subject) = &money.subject
+            && subject.prefix.is_some() == subject.integer
+        {
+            let rule = "give exactly one of prefix (ids are that prefix and letters or digits) or integer: true";
+            return refuse(&format!("{at}.subject"), rule);
+        }
+        if let Some(SubjectArg {
+            prefix: Some(prefix),
+            ..
+        }) = &money.subject
+            && prefix.is_empty()
+        {
+            return refuse(
+                &format!("{at}.subject.prefix"),
+                "must not be empty: the prefix is how a subject id is recognised",
+            );
+        }
+        if money.payee.is_some() != kind.pays_a_payee() {
+            let rule = format!(
+                "a {} tool {} payee argument",
+                kind.as_str(),
+                needs(kind.pays_a_payee())
+            );
+            return refuse(&format!("{at}.payee"), &rule);
+        }
+        if money.amount.optional && kind != ActionKind::ScheduledUpdate {
+            return refuse(
+                &format!("{at}.amount.optional"),
+                "only an update of a scheduled transfer may keep its amount",
+            );
+        }
+        let read = match kind {
+            ActionKind::Refund => self
+                .referent
+                .payment
+                .is_some()
+                .then_some(())
+                .ok_or("payment"),
+            ActionKind::ScheduledUpdate => self
+                .referent
+                .scheduled
+                .is_some()
+                .then_some(())
+                .ok_or("scheduled"),
+            _ => self
+                .referent
+                .balance
+                .is_some()
+                .then_some(())
+                .ok_or("balance"),
+        };
+        if let Err(read) = read {
+            let rule = format!("a {} tool needs the {read} read", kind.as_str());
+            return refuse(&format!("referent.{read}"), &rule);
+        }
+        Ok(())
+    }
+
+    /// A stamped rail lists every kind it moves; an unstamped one lists none (nothing in a list
+    /// could be matched to a call).
+    fn check_lists(&self) -> Result<(), ProfileError> {
+        for (kind, list) in &self.lists {
+            let at = format!("lists.{}", kind.as_str());
+            if self.stamp.is_none() {
+                return refuse(
+                    &at,
+                    "a rail without a stamp cannot reconcile by listing: remove it",
+                );
+            }
+            if !self.has_kind(*kind) {
+                return refuse(&at, "no money tool has this kind");
+            }
             if !(1..=PAGE_SIZE_MAX).contains(&list.count.size) {
                 return refuse(
-                    format!("lists.{kind}.count.size"),
+                    &format!("{at}.count.size"),
                     "must be 1 to 1000 (the page a reconcile pass holds)",
                 );
             }
         }
-        if self.rejected_marker.is_empty() {
-            // An empty marker is in every error: every error would read as "nothing moved".
-            return refuse("rejected_marker".into(), "must not be empty");
+        if self.stamp.is_some()
+            && let Some(money) = self
+                .money
+                .iter()
+                .find(|m| !self.lists.contains_key(&m.kind))
+        {
+            let rule = format!(
+                "a stamped rail must say how {} entities are listed",
+                money.kind.as_str()
+            );
+            return refuse(&format!("lists.{}", money.kind.as_str()), &rule);
         }
         Ok(())
     }
@@ -129,29 +224,24 @@ impl Profile {
     /// also the receipt would be overwritten by the stamp.
     fn check_args(&self, at: &str, money: &crate::MoneyTool) -> Result<(), ProfileError> {
         let mut used = vec![("amount.arg", money.amount.arg.as_str())];
-        used.push(("stamp.notes", self.stamp.notes_arg.as_str()));
+        if let Some(stamp) = &self.stamp {
+            used.push(("stamp.notes", stamp.notes_arg.as_str()));
+        }
         if let Some(subject) = &money.subject {
             used.push(("subject.arg", subject.arg.as_str()));
-            if subject.prefix.is_empty() {
-                return Err(ProfileError::Rule {
-                    path: format!("{at}.subject.prefix"),
-                    rule: "must not be empty: the prefix is how a subject id is recognised".into(),
-                });
-            }
         }
-        if let Some(receipt) = &self.stamp.receipt
-            && receipt.kinds.contains(&money.kind)
-        {
+        if let Some(payee) = &money.payee {
+            used.push(("payee", payee.as_str()));
+        }
+        if let Some(receipt) = self.receipt().find(|r| r.kinds.contains(&money.kind)) {
             used.push(("stamp.receipt.arg", receipt.arg.as_str()));
         }
         used.extend(money.false_only.iter().map(|f| ("false_only", f.as_str())));
         let mut seen = BTreeSet::new();
         for (field, arg) in used {
             if arg.is_empty() || !seen.insert(arg) {
-                return Err(ProfileError::Rule {
-                    path: format!("{at}.{field}"),
-                    rule: format!("{arg:?} is empty or already used by another role"),
-                });
+                let rule = format!("{arg:?} is empty or already used by another role");
+                return refuse(&format!("{at}.{field}"), &rule);
             }
         }
         Ok(())
@@ -159,5 +249,26 @@ impl Profile {
 
     fn has_kind(&self, kind: ActionKind) -> bool {
         self.money.iter().any(|m| m.kind == kind)
+    }
+}
+
+fn refuse(path: &str, rule: &str) -> Result<(), ProfileError> {
+    Err(ProfileError::Rule {
+        path: path.to_owned(),
+        rule: rule.to_owned(),
+    })
+}
+
+fn needs(yes: bool) -> &'static str {
+    if yes { "needs a" } else { "takes no" }
+}
+
+fn check_encoding(path: &str, encoding: AmountEncoding) -> Result<(), ProfileError> {
+    match encoding {
+        AmountEncoding::DecimalMajor(currency) if currency.minor_exponent().is_none() => refuse(
+            path,
+            "decimal amounts need an ISO 4217 currency whose minor unit is known",
+        ),
+        _ => Ok(()),
     }
 }

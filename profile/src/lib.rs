@@ -18,13 +18,14 @@ mod wire;
 
 use interlock_driver::rail::RailCall;
 use interlock_spec::action::{
-    self, ActionError, ActionKind, AmountEncoding, ArgShape, ProposedAction,
+    self, ActionError, ActionKind, AmountEncoding, ArgShape, ProposedAction, SubjectForm,
 };
 use interlock_spec::ids::{AgentId, MerchantId, ToolName};
 use interlock_spec::mandate::{Mandate, Violation};
 use interlock_spec::money::Currency;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 pub use file::{PAGE_SIZE_MAX, PROFILE_YAML_BYTES_MAX, ProfileError};
 pub use wire::Request;
@@ -39,12 +40,21 @@ pub struct Profile {
     pub name: String,
     /// The tools that move money. Every other tool is a read or refused.
     pub money: Vec<MoneyTool>,
-    /// How an outbound call carries its SIK.
-    pub stamp: Stamp,
+    /// Tools that write but move no money (a password, an address): when granted they are
+    /// forwarded as reads are, after G1 and G6 on every call, and never enter the ledger. A
+    /// write in neither list is refused whatever the mandate grants.
+    #[serde(default)]
+    pub other_writes: Vec<ToolName>,
+    /// How an outbound call carries its SIK; `null` for a rail whose entities keep nothing of
+    /// ours. On such a rail the direct answer to a call is believed as that call's, and an
+    /// ambiguous call can never be proven absent: it is quarantined for a human, never retried.
+    /// The key is required, so a profile cannot lose its stamp by omission.
+    #[serde(deserialize_with = "present_or_null")]
+    pub stamp: Option<Stamp>,
     /// The reads G2 makes to resolve what a call is about.
     pub referent: ReferentReads,
-    /// The lists a reconcile pass walks, one per kind.
-    pub lists: Lists,
+    /// The lists a reconcile pass walks, one per kind (`REFUND: …`); none without a stamp.
+    pub lists: BTreeMap<ActionKind, ListTool>,
     /// Where an entity of the rail (a refund, a settlement) keeps its id.
     pub entities: Entities,
     /// Text in an error answer by which the rail says it refused the request (nothing moved);
@@ -62,10 +72,13 @@ pub struct MoneyTool {
     pub kind: ActionKind,
     /// The argument holding the amount, and how the amount is written.
     pub amount: AmountArg,
-    /// The argument naming the subject and the prefix its ids carry; absent when the subject
-    /// is the merchant's balance.
+    /// The argument naming the subject and the form of its ids; absent when the subject is the
+    /// account's balance.
     #[serde(default)]
     pub subject: Option<SubjectArg>,
+    /// The argument naming the payee, for a tool that pays one (a transfer's recipient).
+    #[serde(default)]
+    pub payee: Option<String>,
     /// Boolean arguments that must be absent or false, and are sent `false`.
     #[serde(default)]
     pub false_only: Vec<String>,
@@ -83,6 +96,9 @@ pub struct AmountArg {
     pub arg: String,
     /// How it is written: `minor_integer`, or `{decimal_major: EUR}`.
     pub encoding: AmountEncoding,
+    /// Whether it may be absent (an update that keeps its amount).
+    #[serde(default)]
+    pub optional: bool,
 }
 
 /// What `interlock init` proposes as a tool's idempotency key.
@@ -101,8 +117,22 @@ pub struct DefaultKey {
 pub struct SubjectArg {
     /// Its name.
     pub arg: String,
-    /// The prefix every id of it carries (`pay_`).
-    pub prefix: String,
+    /// The prefix every id of it carries (`pay_`); or
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// `true`: its ids are JSON integers.
+    #[serde(default)]
+    pub integer: bool,
+}
+
+impl SubjectArg {
+    /// The form `spec::action::parse` checks.
+    pub fn form(&self) -> SubjectForm<'_> {
+        match &self.prefix {
+            Some(prefix) => SubjectForm::Prefixed(prefix),
+            None => SubjectForm::Integer,
+        }
+    }
 }
 
 /// How a call is stamped.
@@ -152,16 +182,50 @@ pub enum CurrencyAt {
     Fixed(Currency),
 }
 
-/// The reads that resolve a referent.
+/// The reads that resolve a referent; each kind of money tool needs its own.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferentReads {
-    /// A payment, by its id.
-    pub payment: PaymentRead,
+    /// How the amounts in these answers are written.
+    pub amounts: AmountEncoding,
+    /// A payment, by its id (refunds).
+    #[serde(default)]
+    pub payment: Option<PaymentRead>,
     /// The payment's order, read when the payment names one (G2 bounds refunds by it too).
-    pub order: OrderRead,
-    /// The merchant's settleable balance.
-    pub balance: BalanceRead,
+    #[serde(default)]
+    pub order: Option<OrderRead>,
+    /// The account's balance (settlements, transfers, scheduled transfers).
+    #[serde(default)]
+    pub balance: Option<BalanceRead>,
+    /// The scheduled transfers, one of which an update changes.
+    #[serde(default)]
+    pub scheduled: Option<ScheduledRead>,
+}
+
+/// The read of the scheduled transfers and the fields of each.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledRead {
+    /// The read (its argument, if any, is given the id).
+    pub read: Read,
+    /// The field of the answer holding the list (`.`: the answer is the list).
+    pub items: String,
+    /// The fields of one.
+    pub fields: ScheduledFields,
+}
+
+/// A scheduled transfer's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledFields {
+    /// Its id.
+    pub id: String,
+    /// What it will pay.
+    pub amount: String,
+    /// Who it pays.
+    pub recipient: String,
+    /// Its currency.
+    pub currency: CurrencyAt,
 }
 
 /// The read of a payment and the fields of its answer.
@@ -226,22 +290,10 @@ pub struct BalanceRead {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BalanceFields {
-    /// What can be settled now, in minor units.
+    /// What can be paid out now (`.`: the answer is the amount).
     pub balance: String,
     /// Its currency.
     pub currency: CurrencyAt,
-}
-
-/// The lists a reconcile pass walks.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Lists {
-    /// The refunds of one payment.
-    #[serde(rename = "REFUND")]
-    pub refund: ListTool,
-    /// The settlements.
-    #[serde(rename = "SETTLEMENT")]
-    pub settlement: ListTool,
 }
 
 /// A list of entities, paged by offset.
@@ -304,9 +356,7 @@ impl Profile {
         args: &Value,
     ) -> Result<ProposedAction, ActionError> {
         let reserved: Vec<&str> = self
-            .stamp
-            .receipt
-            .iter()
+            .receipt()
             .filter(|receipt| receipt.kinds.contains(&money.kind))
             .map(|receipt| receipt.arg.as_str())
             .collect();
@@ -315,12 +365,11 @@ impl Profile {
             kind: money.kind,
             amount: &money.amount.arg,
             encoding: money.amount.encoding,
-            subject: money
-                .subject
-                .as_ref()
-                .map(|s| (s.arg.as_str(), s.prefix.as_str())),
+            subject: money.subject.as_ref().map(|s| (s.arg.as_str(), s.form())),
+            payee: money.payee.as_deref(),
+            amount_optional: money.amount.optional,
             reserved: &reserved,
-            notes: Some(&self.stamp.notes_arg),
+            notes: self.stamp.as_ref().map(|stamp| stamp.notes_arg.as_str()),
             false_only: &false_only,
         };
         action::parse(&shape, agent_id, merchant_id, money.tool.clone(), args)
@@ -351,21 +400,39 @@ impl Profile {
         args.insert(money.amount.arg.clone(), amount);
         let money = Some(money);
         if let Some(subject) = money.and_then(|m| m.subject.as_ref()) {
-            args.insert(subject.arg.clone(), Value::from(call.subject_id.clone()));
+            let id = match subject.form() {
+                SubjectForm::Prefixed(_) => Value::from(call.subject_id.clone()),
+                // Parsed from a JSON integer, so it reads back as one.
+                SubjectForm::Integer => {
+                    call.subject_id
+                        .parse::<u64>()
+                        .map(Value::from)
+                        .map_err(|_| {
+                            format!(
+                                "{}: {:?} is not an integer id",
+                                subject.arg, call.subject_id
+                            )
+                        })?
+                }
+            };
+            args.insert(subject.arg.clone(), id);
         }
         for flag in money.iter().flat_map(|m| &m.false_only) {
             args.insert(flag.clone(), Value::Bool(false));
         }
+        let Some(stamp) = &self.stamp else {
+            return Ok(args);
+        };
         // Notes that are not an object (Razorpay sends an empty one as `[]`) carry nothing to
         // keep: the stamp replaces them.
-        let mut notes = match args.remove(&self.stamp.notes_arg) {
+        let mut notes = match args.remove(&stamp.notes_arg) {
             Some(Value::Object(notes)) => notes,
             _ => Map::new(),
         };
         let sik = Value::from(call.sik.to_string());
         notes.insert(action::STAMP_NOTE_KEY.to_owned(), sik);
-        args.insert(self.stamp.notes_arg.clone(), Value::Object(notes));
-        if let Some(receipt) = &self.stamp.receipt
+        args.insert(stamp.notes_arg.clone(), Value::Object(notes));
+        if let Some(receipt) = &stamp.receipt
             && receipt.kinds.contains(&call.kind)
         {
             let stamp = format!("{}{}", receipt.prefix, call.sik);
@@ -374,8 +441,23 @@ impl Profile {
         Ok(args)
     }
 
+    /// The receipt stamp, if the rail has one.
+    pub fn receipt(&self) -> impl Iterator<Item = &Receipt> {
+        self.stamp.iter().filter_map(|stamp| stamp.receipt.as_ref())
+    }
+
     /// The key fields and window `interlock init` proposes for `tool`.
     pub fn default_key(&self, tool: &str) -> Option<&DefaultKey> {
         self.money_tool(tool).map(|m| &m.default_key)
     }
+}
+
+/// A required field whose value may be `null`: serde treats a missing `Option` as `None`, and a
+/// profile must say so rather than lose its stamp by omission.
+fn present_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
 }

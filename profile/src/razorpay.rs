@@ -57,7 +57,7 @@ mod tests {
     fn call(kind: ActionKind, passthrough: Value) -> RailCall {
         let (name, subject) = match kind {
             ActionKind::Refund => ("create_refund", "pay_1002"),
-            ActionKind::Settlement => ("create_instant_settlement", "balance"),
+            _ => ("create_instant_settlement", "balance"),
         };
         RailCall {
             tool: ToolName::parse(name).unwrap(),
@@ -66,6 +66,7 @@ mod tests {
             subject_id: subject.into(),
             amount: Minor::new(1000).unwrap(),
             currency: Currency::INR,
+            payee: None,
             passthrough: passthrough.as_object().unwrap().clone(),
         }
     }
@@ -110,7 +111,7 @@ mod tests {
             p.parse(money, agent, merchant, &args)
         };
         let refund = parse("create_refund", json!({"payment_id": "pay_1", "amount": 5})).unwrap();
-        assert_eq!(refund.payment_hint.as_deref(), Some("pay_1"));
+        assert_eq!(refund.subject_hint.as_deref(), Some("pay_1"));
         assert_eq!(refund.kind, ActionKind::Refund);
         let cases = [
             (

@@ -41,9 +41,12 @@ fn the_built_in_profile_is_the_file_shipped_with_it() {
     );
     let refund = profile.money_tool("create_refund").unwrap();
     assert_eq!(refund.amount.encoding, AmountEncoding::MinorInteger);
-    assert_eq!(refund.subject.as_ref().unwrap().prefix, "pay_");
-    assert_eq!(profile.stamp.receipt.as_ref().unwrap().prefix, "ilk_");
-    assert_eq!(profile.lists.refund.count.size, 100);
+    assert_eq!(
+        refund.subject.as_ref().unwrap().prefix.as_deref(),
+        Some("pay_")
+    );
+    assert_eq!(profile.receipt().next().unwrap().prefix, "ilk_");
+    assert_eq!(profile.lists[&ActionKind::Refund].count.size, 100);
 }
 
 #[test]
@@ -114,6 +117,7 @@ fn a_decimal_rail_reads_and_writes_exact_amounts() {
         subject_id: "balance".into(),
         amount: Minor::new(9870).unwrap(),
         currency: Currency::parse("EUR").unwrap(),
+        payee: None,
         passthrough: serde_json::Map::new(),
     };
     let args = profile.outbound_args(&call).unwrap();

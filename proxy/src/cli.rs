@@ -351,7 +351,7 @@ static PROFILE: OnceLock<Arc<Profile>> = OnceLock::new();
 
 fn select_profile(name_or_path: &str) -> Result<(), String> {
     let profile = Profile::load(name_or_path).map_err(|e| format!("--profile: {e}"))?;
-    tracing::info!(profile = %profile.name, "rail profile");
+    tracing::debug!(profile = %profile.name, "rail profile");
     // `run` selects once per process; a second selection (a test calling `run` twice) must
     // name the same profile, or the commands would disagree on what a tool does.
     let chosen = PROFILE.get_or_init(|| Arc::new(profile.clone()));

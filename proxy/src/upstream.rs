@@ -354,7 +354,7 @@ pub fn text_of(result: &CallToolResult) -> String {
 pub enum Carriage {
     /// A money tool of the profile: through the engine.
     Money(ActionKind),
-    /// A read, forwarded as is after G6.
+    /// A read, or a write the profile says moves no money: forwarded as is after G6.
     Read,
     /// Neither: a write the profile does not know (`update_refund`, `capture_payment`, …).
     /// Forwarding it would move or rewrite money with no gate, so it is refused.
@@ -368,6 +368,10 @@ pub enum Carriage {
 pub fn carriage(profile: &Profile, name: &str, live: Option<&Tool>) -> Carriage {
     if let Some(kind) = profile.kind_of(name) {
         return Carriage::Money(kind);
+    }
+    // The profile says it moves no money: carried as a read is, G6 on every call.
+    if profile.other_writes.iter().any(|t| t.as_str() == name) {
+        return Carriage::Read;
     }
     let read_only = live
         .and_then(|t| t.annotations.as_ref())
@@ -421,19 +425,23 @@ impl McpRail {
 
     async fn resolve_owned(&self, action: ProposedAction) -> Result<Referent, RailError> {
         let profile = &self.profile;
+        let hint = action.subject_hint.unwrap_or_default();
         match action.kind {
             ActionKind::Refund => {
-                let hint = action.payment_hint.unwrap_or_default();
-                let payment = self.read(profile.payment_request(&hint)).await?;
+                let payment = self.read(profile.payment_request(&hint)?).await?;
                 let order = match profile.order_request(&payment) {
                     Some(request) => Some(self.read(request).await?),
                     None => None,
                 };
                 profile.payment_referent(&payment, order.as_ref())
             }
-            ActionKind::Settlement => {
-                let balance = self.read(profile.balance_request()).await?;
+            ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
+                let balance = self.read(profile.balance_request()?).await?;
                 profile.balance_referent(&balance)
+            }
+            ActionKind::ScheduledUpdate => {
+                let scheduled = self.read(profile.scheduled_request(&hint)?).await?;
+                profile.scheduled_referent(&scheduled, &hint)
             }
         }
     }
@@ -471,7 +479,7 @@ impl McpRail {
     }
 
     async fn list_page_owned(&self, query: ListQuery, at: PageAt) -> Result<ListPage, RailError> {
-        let collection = self.read(self.profile.list_request(&query, at)).await?;
+        let collection = self.read(self.profile.list_request(&query, at)?).await?;
         self.profile.list_page(query.kind, &collection)
     }
 }
@@ -530,6 +538,7 @@ mod tests {
             subject_id: "pay_1002".into(),
             amount: Minor::new(50_000).unwrap(),
             currency: Currency::parse("INR").unwrap(),
+            payee: None,
             passthrough: Map::new(),
         }
     }

@@ -217,7 +217,7 @@ fn the_profile_is_chosen_by_name_or_file_and_a_bad_one_stops_every_command() {
     let (code, _, stderr) = check(file.as_os_str());
     assert_eq!(code, 1, "{stderr}");
     assert!(
-        stderr.contains("stamp.receipt.kinds: REFUND is not the kind of any money tool"),
+        stderr.contains("money[0].subject: a SETTLEMENT tool takes no subject argument"),
         "{stderr}"
     );
 }

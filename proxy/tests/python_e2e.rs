@@ -41,6 +41,14 @@ const UNREACHABLE: &[(ReasonCode, &str)] = &[
     ),
     (ReasonCode::ModelHeld, "the proxy runs no advisory model"),
     (ReasonCode::ModelBlocked, "the proxy runs no advisory model"),
+    (
+        ReasonCode::PayeeNotAllowed,
+        "Razorpay's tools pay no payee (the AgentDojo bench's banking profile reaches it)",
+    ),
+    (
+        ReasonCode::RecipientChangeForbidden,
+        "Razorpay's tools pay no payee (engine/tests/reasons.rs reaches it)",
+    ),
 ];
 
 fn inspect(journal: &str) -> Value {

@@ -13,6 +13,7 @@
 use crate::decimal::{self, DecimalError};
 use crate::ids::{AgentId, MerchantId, ToolName};
 use crate::money::{AmountError, Currency, Minor};
+use crate::payee;
 use crate::sik::{DistinctReason, SikError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -28,22 +29,55 @@ pub const TOOL_ARGS_BYTES_MAX: usize = 16 * 1024;
 pub const SUBJECT_HINT_LENGTH_MAX: usize = 40;
 
 /// What kind of money movement an action is; a rail profile maps tool names to kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ActionKind {
     /// Money back to a customer; the subject is a payment.
     Refund,
     /// Money out of the merchant balance to the merchant's bank; the subject is the balance.
     Settlement,
+    /// Money out of the account's balance to a payee, now; the subject is the balance.
+    Transfer,
+    /// A transfer to a payee on a later date, possibly recurring; the subject is the balance
+    /// it will be paid from, which today's balance does not bound.
+    ScheduledTransfer,
+    /// A change to an existing scheduled transfer (its amount, payee, date or subject); the
+    /// subject is that scheduled transfer, read from the rail.
+    ScheduledUpdate,
 }
 
 impl ActionKind {
+    /// Every kind, in the ledger's order.
+    pub const ALL: [ActionKind; 5] = [
+        ActionKind::Refund,
+        ActionKind::Settlement,
+        ActionKind::Transfer,
+        ActionKind::ScheduledTransfer,
+        ActionKind::ScheduledUpdate,
+    ];
+
     /// The kind's name as stored in the ledger.
     pub const fn as_str(self) -> &'static str {
         match self {
             ActionKind::Refund => "REFUND",
             ActionKind::Settlement => "SETTLEMENT",
+            ActionKind::Transfer => "TRANSFER",
+            ActionKind::ScheduledTransfer => "SCHEDULED_TRANSFER",
+            ActionKind::ScheduledUpdate => "SCHEDULED_UPDATE",
         }
+    }
+
+    /// Whether the action pays a payee the agent names (G1's payee rules apply).
+    pub const fn pays_a_payee(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Transfer | ActionKind::ScheduledTransfer | ActionKind::ScheduledUpdate
+        )
+    }
+
+    /// Whether the action takes money from the balance now, so the balance bounds it (G2).
+    pub const fn draws_on_balance_now(self) -> bool {
+        matches!(self, ActionKind::Settlement | ActionKind::Transfer)
     }
 }
 
@@ -56,15 +90,30 @@ pub struct ArgShape<'a> {
     pub amount: &'a str,
     /// How the amount is written.
     pub encoding: AmountEncoding,
-    /// The argument naming the subject (a payment), and the prefix its ids carry; `None` when
-    /// the subject is implied (a merchant's balance).
-    pub subject: Option<(&'a str, &'a str)>,
+    /// The argument naming the subject (a payment, a scheduled transfer) and the form of its
+    /// ids; `None` when the subject is implied (a merchant's balance).
+    pub subject: Option<(&'a str, SubjectForm<'a>)>,
+    /// The argument naming the payee, if the tool pays one (a transfer's recipient).
+    pub payee: Option<&'a str>,
+    /// Whether the amount may be absent (an update that keeps its amount): the action then
+    /// moves the amount its referent already has.
+    pub amount_optional: bool,
     /// Arguments Interlock writes itself (a receipt): an agent may not supply them.
     pub reserved: &'a [&'a str],
     /// The argument whose object carries [`STAMP_NOTE_KEY`], if the rail has one.
     pub notes: Option<&'a str>,
     /// Boolean arguments that must be absent or `false` (one that moves an unnamed amount).
     pub false_only: &'a [&'a str],
+}
+
+/// How a rail spells a subject's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubjectForm<'a> {
+    /// A string: this prefix, then 1 to [`SUBJECT_HINT_LENGTH_MAX`] − its length letters or
+    /// digits (`pay_1002`).
+    Prefixed(&'a str),
+    /// A JSON integer in `0..=MINOR_MAX` (`7`), recorded as its decimal text.
+    Integer,
 }
 
 /// How a rail writes amounts. In a profile file: `minor_integer` or `{decimal_major: EUR}`.
@@ -109,10 +158,19 @@ pub struct ProposedAction {
     pub tool: ToolName,
     /// What the tool does with money.
     pub kind: ActionKind,
-    /// For a refund, the payment id as the agent wrote it. Resolved on the rail before use.
-    pub payment_hint: Option<String>,
-    /// The amount in the referent's minor unit (the currency comes from the rail).
+    /// The subject id as the agent wrote it (a refund's payment, an update's scheduled
+    /// transfer). Resolved on the rail before use.
+    pub subject_hint: Option<String>,
+    /// The payee in `payee::normalize`'s form, for a tool that pays one; also written back into
+    /// `passthrough` in that form, so the rail is sent what the gates judged.
+    pub payee: Option<String>,
+    /// The amount in the referent's minor unit (the currency comes from the rail). Zero until
+    /// resolved when `amount_from_referent`.
     pub amount: Minor,
+    /// The agent gave no amount (an update that keeps its amount): the driver takes the
+    /// referent's before anything is keyed or judged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub amount_from_referent: bool,
     /// `interlock_distinct_reason`, if given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distinct: Option<String>,
@@ -161,6 +219,17 @@ pub enum ActionError {
         /// What the agent sent.
         got: String,
     },
+    /// The subject id is not a non-negative JSON integer.
+    #[error("{arg} must be a non-negative integer id, got {got}")]
+    SubjectInteger {
+        /// The argument.
+        arg: String,
+        /// What the agent sent.
+        got: String,
+    },
+    /// The payee is not one a rail could pay.
+    #[error("{0}: {1}")]
+    Payee(String, payee::PayeeError),
     /// `interlock_distinct_reason` is not a usable reason.
     #[error("{DISTINCT_REASON_ARG}: {0}")]
     DistinctReason(String),
@@ -197,27 +266,46 @@ pub fn parse(
     // is refused here rather than found later. The amount is read first for its own message,
     // and leaves the arguments as integer minor units: a decimal amount is exact once read.
     let mut passthrough = object.clone();
-    let amount = passthrough
-        .remove(shape.amount)
-        .ok_or_else(|| ActionError::Missing(shape.amount.to_owned()))?;
-    let amount = shape.encoding.read(&amount).map_err(amount_error)?;
-    crate::canonical::canonical_json(&Value::Object(passthrough.clone()))
-        .map_err(|e| ActionError::NotCanonical(e.to_string()))?;
+    let (amount, amount_from_referent) = match passthrough.remove(shape.amount) {
+        Some(Value::Null) | None if shape.amount_optional => (Minor::ZERO, true),
+        None | Some(Value::Null) => return Err(ActionError::Missing(shape.amount.to_owned())),
+        Some(amount) => (shape.encoding.read(&amount).map_err(amount_error)?, false),
+    };
     let distinct = match passthrough.remove(DISTINCT_REASON_ARG) {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(distinct_reason(&text)?),
         Some(_) => return Err(ActionError::DistinctReason("must be a string".to_owned())),
     };
     check_reserved(shape, &passthrough)?;
-    let payment_hint = match shape.subject {
-        Some((arg, prefix)) => {
+    let subject_hint = match shape.subject {
+        Some((arg, form)) => {
             let id = passthrough
                 .remove(arg)
                 .ok_or_else(|| ActionError::Missing(arg.to_owned()))?;
-            Some(subject_id(arg, prefix, &id)?)
+            Some(subject_id(arg, form, &id)?)
         }
         None => None,
     };
+    let payee = match shape.payee {
+        Some(arg) => match passthrough.get(arg) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => {
+                let normal =
+                    payee::normalize(text).map_err(|e| ActionError::Payee(arg.to_owned(), e))?;
+                passthrough.insert(arg.to_owned(), Value::from(normal.clone()));
+                Some(normal)
+            }
+            Some(other) => {
+                let e = payee::PayeeError::NotAString(other.to_string());
+                return Err(ActionError::Payee(arg.to_owned(), e));
+            }
+        },
+        None => None,
+    };
+    // What is left is recorded and keyed as canonical JSON (the subject and amount are already
+    // read into their own forms).
+    crate::canonical::canonical_json(&Value::Object(passthrough.clone()))
+        .map_err(|e| ActionError::NotCanonical(e.to_string()))?;
     let covered_args = std::iter::once(shape.amount)
         .chain(shape.subject.map(|(arg, _)| arg))
         .map(str::to_owned)
@@ -227,8 +315,10 @@ pub fn parse(
         merchant_id,
         tool,
         kind: shape.kind,
-        payment_hint,
+        subject_hint,
+        payee,
         amount,
+        amount_from_referent,
         distinct,
         passthrough,
         covered_args,
@@ -262,7 +352,20 @@ fn distinct_reason(text: &str) -> Result<String, ActionError> {
         .map_err(|error: SikError| ActionError::DistinctReason(error.to_string()))
 }
 
-fn subject_id(arg: &str, prefix: &str, value: &Value) -> Result<String, ActionError> {
+fn subject_id(arg: &str, form: SubjectForm<'_>, value: &Value) -> Result<String, ActionError> {
+    let prefix = match form {
+        SubjectForm::Prefixed(prefix) => prefix,
+        SubjectForm::Integer => {
+            return value
+                .as_u64()
+                .filter(|id| *id <= crate::money::MINOR_MAX)
+                .map(|id| id.to_string())
+                .ok_or_else(|| ActionError::SubjectInteger {
+                    arg: arg.to_owned(),
+                    got: value.to_string(),
+                });
+        }
+    };
     let longest = SUBJECT_HINT_LENGTH_MAX.saturating_sub(prefix.len());
     let refuse = |got: String| ActionError::SubjectId {
         arg: arg.to_owned(),
@@ -295,7 +398,9 @@ mod tests {
         kind: ActionKind::Refund,
         amount: "amount",
         encoding: AmountEncoding::MinorInteger,
-        subject: Some(("payment_id", "pay_")),
+        subject: Some(("payment_id", SubjectForm::Prefixed("pay_"))),
+        payee: None,
+        amount_optional: false,
         reserved: &["receipt"],
         notes: Some("notes"),
         false_only: &[],
@@ -305,6 +410,8 @@ mod tests {
         amount: "amount",
         encoding: AmountEncoding::MinorInteger,
         subject: None,
+        payee: None,
+        amount_optional: false,
         reserved: &[],
         notes: Some("notes"),
         false_only: &["settle_full_balance"],
@@ -327,7 +434,7 @@ mod tests {
             "interlock_distinct_reason": " late delivery "}),
         )
         .unwrap();
-        assert_eq!(action.payment_hint.as_deref(), Some("pay_1002"));
+        assert_eq!(action.subject_hint.as_deref(), Some("pay_1002"));
         assert_eq!(action.amount.get(), 1000);
         assert_eq!(action.covered_args, ["amount", "payment_id"]);
         assert_eq!(action.distinct.as_deref(), Some("late delivery"));
@@ -425,6 +532,6 @@ mod tests {
             "settle_full_balance must be false: give the amount explicitly"
         );
         let ok = settle(json!({"amount": 500, "settle_full_balance": false})).unwrap();
-        assert_eq!(ok.payment_hint, None);
+        assert_eq!(ok.subject_hint, None);
     }
 }

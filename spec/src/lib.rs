@@ -32,6 +32,7 @@ pub mod hash;
 pub mod ids;
 pub mod mandate;
 pub mod money;
+pub mod payee;
 pub mod reason;
 pub mod sik;
 mod strict;

@@ -45,6 +45,12 @@ reason_codes! {
     MandateExpired => "MANDATE_EXPIRED",
     /// G1: the mandate does not grant the tool.
     ToolNotGranted => "TOOL_NOT_GRANTED",
+    /// G1: the payee is on the grant's allow-list, or the call names none.
+    PayeeOk => "PAYEE_OK",
+    /// G1: the payee is not on the grant's allow-list.
+    PayeeNotAllowed => "PAYEE_NOT_ALLOWED",
+    /// G1: the grant forbids changing a scheduled transfer's recipient.
+    RecipientChangeForbidden => "RECIPIENT_CHANGE_FORBIDDEN",
     /// G2: the amount is within every value bound.
     ValueOk => "VALUE_OK",
     /// G2: the referent's currency is not one the grant allows.

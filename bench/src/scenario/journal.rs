@@ -49,10 +49,11 @@ pub fn inspect(mock: &Path, journal: &Path) -> Res<Journal> {
 /// Interlock made it.
 pub fn read(inspection: &Inspection) -> Journal {
     // The receipt Interlock writes, as the built-in profile declares it.
-    let prefix = interlock_profile::razorpay::profile()
-        .stamp
-        .receipt
-        .map(|r| r.prefix)
+    let profile = interlock_profile::razorpay::profile();
+    let prefix = profile
+        .receipt()
+        .next()
+        .map(|r| r.prefix.clone())
         .unwrap_or_default();
     let entities = inspection
         .entities()

@@ -9,6 +9,7 @@
 
 pub mod limits;
 pub mod model;
+pub mod payee;
 pub mod provenance;
 pub mod scope;
 pub mod unresolvable;
@@ -164,7 +165,11 @@ impl Ladder {
 /// The gates that need nothing from the rail (G1, G6): run before the referent is resolved, so
 /// a call outside the mandate never reaches the rail at all.
 pub fn before_resolve(input: &GateInput<'_>) -> Ladder {
-    run([scope::check, provenance::check_input], input, None)
+    run(
+        [scope::check, payee::check, provenance::check_input],
+        input,
+        None,
+    )
 }
 
 /// The whole ladder: G1, G2, G3, G5 (when the model gate's result is given), G6.
@@ -176,6 +181,7 @@ pub fn ladder(input: &GateInput<'_>, advice: Option<GateResult>) -> Ladder {
     run(
         [
             scope::check,
+            payee::check,
             value::check,
             limits::check,
             provenance::check_input,

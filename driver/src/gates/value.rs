@@ -1,10 +1,12 @@
 //! G2 value authorisation: the amount against the grant's bounds, then against the referent the
 //! engine read from the rail itself (never the agent's text): a refund within what is still
-//! refundable on its payment and what was paid on its order; a settlement within the settleable
-//! balance. Amounts already authorised or in flight on the same subject count as spent.
+//! refundable on its payment and what was paid on its order; a settlement or a transfer within
+//! the available balance (a scheduled one is paid later: not bounded by today's). Amounts
+//! already authorised or in flight on the same subject count as spent.
 
 use super::{Gate, GateInput, GateResult};
 use crate::rail::Referent;
+use interlock_spec::action::ActionKind;
 use interlock_spec::money::Minor;
 use interlock_spec::reason::ReasonCode;
 
@@ -91,17 +93,24 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
                 );
             }
         }
-        Referent::Balance { balance, .. } => {
-            let settleable = balance.checked_sub(pending).unwrap_or(Minor::ZERO);
-            if amount > settleable {
+        // A scheduled transfer is paid later, so today's balance does not bound it.
+        Referent::Balance { balance, .. } if action.kind.draws_on_balance_now() => {
+            let available = balance.checked_sub(pending).unwrap_or(Minor::ZERO);
+            let what = match action.kind {
+                ActionKind::Settlement => "settleable",
+                _ => "available",
+            };
+            if amount > available {
                 return block(
                     ReasonCode::SettlementExceedsBalance,
                     format!(
-                        "{amount} exceeds the {settleable} {currency} settleable balance ({balance} balance, {pending} in progress)"
+                        "{amount} exceeds the {available} {currency} {what} balance ({balance} balance, {pending} in progress)"
                     ),
                 );
             }
         }
+        // An update is bounded by the ceiling above and G3's windows, like a new transfer.
+        Referent::Balance { .. } | Referent::Scheduled(_) => {}
     }
     GateResult::allow(
         Gate::G2,

@@ -34,7 +34,12 @@ use std::time::Duration;
 
 /// Migrations, in order; `user_version` is how many have run. Forward only: a ledger written by
 /// a newer Interlock is refused, never rewritten.
-const MIGRATIONS: &[&str] = &[include_str!("../../schema/0001_ledger.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../schema/0001_ledger.sql"),
+    include_str!("../../schema/0002_kinds.sql"),
+];
+/// The schema version a ledger this build opens is migrated to: how many migrations exist.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// How long a connection waits for another process's write lock before giving up.
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Prepared statements kept per connection: more than the hot path uses (about two dozen), so
@@ -741,6 +746,17 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
             ),
         ));
     }
+    // `PRAGMA foreign_keys` cannot change inside a transaction: off around the migrations, on
+    // again whatever happens (`open` then checks that it is).
+    conn.execute_batch("PRAGMA foreign_keys = OFF")
+        .map_err(|e| sqlite(path, e))?;
+    let migrated = run_migrations(conn, path, version);
+    conn.execute_batch("PRAGMA foreign_keys = ON")
+        .map_err(|e| sqlite(path, e))?;
+    migrated
+}
+
+fn run_migrations(conn: &Connection, path: &str, version: i64) -> Result<(), LedgerError> {
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let target = index as i64 + 1;
         let rollback = |e| {
@@ -754,12 +770,27 @@ fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
         let now: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(rollback)?;
-        let script = if now >= target {
-            "COMMIT;".to_owned()
-        } else {
-            format!("{sql}\nPRAGMA user_version = {target}; COMMIT;")
-        };
-        conn.execute_batch(&script).map_err(rollback)?;
+        if now < target {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {target};"))
+                .map_err(rollback)?;
+            // Foreign keys are off while a migration rebuilds a table (SQLite's documented
+            // procedure); every reference must hold again before the migration commits.
+            let orphans: i64 = conn
+                .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |row| {
+                    row.get(0)
+                })
+                .map_err(rollback)?;
+            if orphans != 0 {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(unsafe_ledger(
+                    path,
+                    &format!(
+                        "migration {target} would leave {orphans} rows without their intent; rolled back"
+                    ),
+                ));
+            }
+        }
+        conn.execute_batch("COMMIT").map_err(rollback)?;
     }
     Ok(())
 }

@@ -86,6 +86,94 @@ pub fn parse(kind: ActionKind, tool: &str, args: Value) -> ProposedAction {
     action
 }
 
+/// The built-in profile with a bank's two tools added: `send_money` (a transfer to a payee)
+/// and `update_scheduled_transaction` (an update of a scheduled transfer by integer id, which
+/// may keep its amount), in paise like the rest.
+pub fn bank_profile() -> interlock_profile::Profile {
+    let yaml = interlock_profile::razorpay::PROFILE_YAML
+        .replace(
+            "\nstamp:\n",
+            "  - tool: send_money
+    kind: TRANSFER
+    amount: { arg: amount, encoding: minor_integer }
+    payee: recipient
+    fee_field: fee
+    default_key: { fields: [recipient], window_ms: 86400000 }
+  - tool: update_scheduled_transaction
+    kind: SCHEDULED_UPDATE
+    amount: { arg: amount, encoding: minor_integer, optional: true }
+    subject: { arg: id, integer: true }
+    payee: recipient
+    fee_field: fee
+    default_key: { fields: [id], window_ms: 86400000 }
+
+stamp:
+",
+        )
+        .replace(
+            "  amounts: minor_integer # paise in every answer\n",
+            "  amounts: minor_integer
+  scheduled:
+    read: { tool: list_scheduled }
+    items: items
+    fields: { id: id, amount: amount, recipient: recipient, currency: { field: currency } }
+",
+        )
+        .replace(
+            "\nlists:\n",
+            "
+lists:
+  TRANSFER: { tool: list_transfers, count: { arg: count, size: 10 }, skip_arg: skip, items: items }
+  SCHEDULED_UPDATE: { tool: list_updates, count: { arg: count, size: 10 }, skip_arg: skip, items: items }
+",
+        );
+    interlock_profile::Profile::from_yaml(&yaml).expect("the bank profile is valid")
+}
+
+/// The tests' mandate with the bank's two tools granted, each with its payees.
+pub fn bank_mandate_yaml() -> String {
+    mandate_yaml()
+        .replacen(
+            "  grants:\n",
+            "  grants:
+    send_money:
+      reversibility: irreversible
+      value: { max_amount_minor: 100000, min_amount_minor: 1, currencies: [INR] }
+      payees: [DE89 3704 0044 0532 0130 00]
+    update_scheduled_transaction:
+      reversibility: irreversible
+      value: { max_amount_minor: 100000, min_amount_minor: 1, currencies: [INR] }
+      payees: [DE89370400440532013000, Landlord]
+      recipient_changes: forbid
+",
+            1,
+        )
+        .replacen(
+            "  pinned_manifests:\n",
+            &format!(
+                "  pinned_manifests:
+    send_money: {{ sha256: \"{PIN}\", trust_tier: pinned }}
+    update_scheduled_transaction: {{ sha256: \"{PIN}\", trust_tier: pinned }}
+"
+            ),
+            1,
+        )
+}
+
+/// A call of one of the bank profile's tools.
+pub fn bank_call(tool: &str, args: Value) -> ProposedAction {
+    let profile = bank_profile();
+    let money = profile.money_tool(tool).expect("a bank tool");
+    profile
+        .parse(
+            money,
+            AgentId::parse("agent_test").unwrap(),
+            MerchantId::parse("acc_TEST").unwrap(),
+            &args,
+        )
+        .expect("test arguments parse")
+}
+
 /// A rail whose calls are recorded, with the ledger's audit head at the moment each arrived.
 pub struct World {
     pub dir: tempfile::TempDir,

@@ -148,6 +148,25 @@ pub struct Grant {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_refunds_per_payment: Option<u32>,
+    /// For tools that pay a payee (transfers, scheduled transfers and their updates): the only
+    /// recipients allowed, as the rail spells them; IBANs are compared without spaces in upper
+    /// case, names exactly (`spec::payee`). Required for such tools: there is no "any payee".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payees: Option<Vec<String>>,
+    /// For updates of a scheduled transfer: whether an update may change its recipient (to an
+    /// allowed payee). Absent means `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient_changes: Option<RecipientChanges>,
+}
+
+/// Whether an update may change a scheduled transfer's recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipientChanges {
+    /// To any payee on the allow-list.
+    Allow,
+    /// Never: an update keeps the recipient it was scheduled with.
+    Forbid,
 }
 
 impl Grant {

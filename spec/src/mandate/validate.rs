@@ -105,6 +105,15 @@ pub enum Problem {
         "must be null for a refund tool, got {0}: a refund is the same refund however long the agent waits"
     )]
     RefundWindow(u64),
+    /// A tool that pays a payee, granted without an allow-list of payees.
+    #[error("{0} pays a payee: list the payees it may pay (an AP2-style allow-list)")]
+    PayeesRequired(ToolName),
+    /// `payees` or `recipient_changes` on a tool that pays no payee.
+    #[error("applies only to tools that pay a payee, and the rail profile says {0} does not")]
+    NotAPayeeTool(ToolName),
+    /// A payee that is not one (`spec::payee`).
+    #[error("{0}")]
+    BadPayee(crate::payee::PayeeError),
     /// `max_refunds_per_payment` on a tool that is not a refund.
     #[error("applies only to refund tools, and the rail profile says {0} is not one")]
     NotARefundTool(ToolName),
@@ -366,6 +375,32 @@ pub fn kinds(
                 format_args!("scope.grants.{tool}.max_refunds_per_payment"),
                 Problem::NotARefundTool(tool.clone()),
             );
+        }
+        let pays = kind_of(tool).is_some_and(ActionKind::pays_a_payee);
+        match (&grant.payees, pays) {
+            (None, true) => checker.fail(
+                format_args!("scope.grants.{tool}.payees"),
+                Problem::PayeesRequired(tool.clone()),
+            ),
+            (Some(_), false) => checker.fail(
+                format_args!("scope.grants.{tool}.payees"),
+                Problem::NotAPayeeTool(tool.clone()),
+            ),
+            _ => {}
+        }
+        if grant.recipient_changes.is_some() && kind_of(tool) != Some(ActionKind::ScheduledUpdate) {
+            checker.fail(
+                format_args!("scope.grants.{tool}.recipient_changes"),
+                Problem::NotAPayeeTool(tool.clone()),
+            );
+        }
+        for (i, payee) in grant.payees.iter().flatten().enumerate() {
+            if let Err(e) = crate::payee::normalize(payee) {
+                checker.fail(
+                    format_args!("scope.grants.{tool}.payees[{i}]"),
+                    Problem::BadPayee(e),
+                );
+            }
         }
     }
     for (tool, rule) in &mandate.idempotency {
