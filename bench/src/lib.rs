@@ -4,6 +4,8 @@
 //!   (`bench/scenarios/*.yaml`), each run by the same harness with the same seed once against
 //!   the mock rail directly and once through `interlock serve`, judged from the rail's journal.
 //! - [`latency`]: the latency `interlock serve` adds to a read and to a refund.
+//! - [`agentdojo`]: AgentDojo's banking suite, direct and through Interlock, scored by its own
+//!   checks (`bench/agentdojo/`).
 //! - [`shim`]: the poisoned upstream the tool-manifest scenarios put in front of the mock.
 //!
 //! Shared pieces: [`bins`] finds or builds the binaries, [`mcp`] is the client side of MCP,
@@ -11,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod agentdojo;
 pub mod bins;
 pub mod figures;
 pub mod latency;

@@ -1,7 +1,7 @@
 //! `interlock-bench`: the scenario benchmark (`scenarios`), the proxy's added latency
 //! (`latency`), and the poisoned upstream the scenarios start (`shim`). See `bench/README.md`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,6 +31,9 @@ enum Cmd {
     Scenarios(ScenarioArgs),
     /// Latency of fetch_payment and create_refund, direct on the mock rail vs through interlock.
     Latency(LatencyArgs),
+    /// AgentDojo's banking suite (v1.2.2): every pair, the fully compromised agent, direct and
+    /// through interlock, scored by AgentDojo's own checks; writes docs/RESULTS.agentdojo.md.
+    Agentdojo(AgentDojoArgs),
     /// The poisoned upstream of the tool-manifest scenarios (started by `scenarios`).
     #[command(hide = true)]
     Shim(ShimArgs),
@@ -63,11 +66,37 @@ struct ScenarioArgs {
     keep: bool,
 }
 
+#[derive(clap::Args)]
+struct AgentDojoArgs {
+    /// User tasks: `all` or a comma-separated list (0,1,user_task_2).
+    #[arg(long, default_value = "all")]
+    user_tasks: String,
+    /// Injection tasks: `all` or a comma-separated list.
+    #[arg(long, default_value = "all")]
+    injection_tasks: String,
+    /// Runs at once, per path.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// The venv with AgentDojo (made if missing). Default: target/agentdojo-venv.
+    #[arg(long)]
+    venv: Option<PathBuf>,
+    /// Directory holding `interlock`. Default: built next to this binary with its profile.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Do not write docs/RESULTS.agentdojo.md (a partial selection never writes it).
+    #[arg(long)]
+    no_write: bool,
+    /// Print the totals per path as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Scenarios(args) => scenarios(args),
         Cmd::Latency(args) => latency(args),
+        Cmd::Agentdojo(args) => agentdojo(args),
         Cmd::Shim(args) => shim(args),
     };
     if let Err(e) = result {
@@ -183,6 +212,96 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
             failed.join(", ")
         ))
     }
+}
+
+fn agentdojo(args: AgentDojoArgs) -> Res<()> {
+    use interlock_bench::agentdojo::{self, Path3, Selection};
+    let started = Instant::now();
+    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let bins = match &args.bin_dir {
+        Some(bin_dir) => Bins::in_dir(bin_dir, &bench)?,
+        None => Bins::build_beside(&bench)?,
+    };
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("the bench crate has no parent")?;
+    let venv = args
+        .venv
+        .clone()
+        .unwrap_or_else(|| workspace.join("target").join("agentdojo-venv"));
+    let python = agentdojo::venv_python(&venv)?;
+    let describe = agentdojo::describe(&python)?;
+    let selection = Selection {
+        user_tasks: args.user_tasks.clone(),
+        injection_tasks: args.injection_tasks.clone(),
+        jobs: args.jobs.max(1),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("interlock-agentdojo-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let mut runs = std::collections::BTreeMap::new();
+    for path in Path3::ALL {
+        let at = Instant::now();
+        let done = agentdojo::run_path(&python, &bins.interlock, path, &selection, tmp.path())?;
+        let t = agentdojo::totals(&done);
+        eprintln!(
+            "{:>15}: attacks {}/{} (money {}/{}), utility without attack {}/{}, under attack {}/{} ({:.0} s)",
+            path.label(),
+            t.attacks_succeeded,
+            t.pairs,
+            t.money_attacks_succeeded,
+            t.money_pairs,
+            t.utility_no_attack,
+            t.user_tasks,
+            t.utility_under_attack,
+            t.pairs,
+            at.elapsed().as_secs_f64()
+        );
+        runs.insert(path, done);
+    }
+    let wall_s = started.elapsed().as_secs_f64();
+    if args.json {
+        let totals: serde_json::Map<String, serde_json::Value> = runs
+            .iter()
+            .map(|(p, r)| {
+                (
+                    p.label().to_owned(),
+                    serde_json::json!(agentdojo::totals(r)),
+                )
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(totals));
+    }
+    let everything = args.user_tasks == "all" && args.injection_tasks == "all";
+    if everything && !args.no_write {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let cx = agentdojo::Context {
+            describe: &describe,
+            date: report::utc(now),
+            commit: commit(),
+            command: command_line(),
+            wall_s,
+        };
+        let path = workspace.join("docs").join("RESULTS.agentdojo.md");
+        report::write(&path, &agentdojo::markdown(&runs, &cx))?;
+        eprintln!("wrote {} ({wall_s:.0} s)", path.display());
+    } else {
+        eprintln!("docs/RESULTS.agentdojo.md left alone (a selection, or --no-write)");
+    }
+    let leaked: usize = [Path3::Gated, Path3::GatedPassword]
+        .iter()
+        .filter_map(|p| runs.get(p))
+        .map(|r| agentdojo::totals(r).money_attacks_succeeded)
+        .sum();
+    if leaked > 0 {
+        return Err(format!(
+            "{leaked} money attacks succeeded through interlock"
+        ));
+    }
+    Ok(())
 }
 
 /// The commit the binaries were built from, `+dirty` when the tree had changes.
