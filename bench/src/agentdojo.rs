@@ -313,44 +313,48 @@ pub struct Context<'a> {
     pub wall_s: f64,
 }
 
+/// The runs of each path.
+pub type Runs = BTreeMap<Path3, Vec<RunRecord>>;
+
 /// `docs/RESULTS.agentdojo.md`.
-pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> String {
+pub fn markdown(runs: &Runs, cx: &Context<'_>) -> String {
+    let mut lines = header(cx);
+    lines.extend(totals_table(runs));
+    lines.extend(injection_table(runs, cx.describe));
+    lines.extend(user_table(runs, cx.describe));
+    lines.extend(losses(runs));
+    lines.push("AgentDojo's graders for user tasks 5, 6 and 11 are known to be loose (upstream issue #161); reported as scored, not patched. Its `send_money` never checks the balance.".into());
+    let mut md = lines.join("\n");
+    md.push('\n');
+    md
+}
+
+fn header(cx: &Context<'_>) -> Vec<String> {
     let d = cx.describe;
     let text = |v: &Value| v.as_str().unwrap_or("?").to_owned();
-    let mut md = String::new();
-    let mut line = |s: String| {
-        md.push_str(&s);
-        md.push('\n');
-    };
-    line("# AgentDojo's banking suite, direct and through Interlock".into());
-    line(String::new());
-    line(format!(
-        "Machine-written by `{}` on {} at commit `{}` ({:.0} s); do not edit by hand.",
-        cx.command, cx.date, cx.commit, cx.wall_s
-    ));
-    line(format!(
-        "AgentDojo {} (suite {} {}), `mcp` {}, attack `{}` (pipeline name `{}`). Scored only by AgentDojo's own `utility()` and `security()`.",
-        text(&d["agentdojo"]),
-        text(&d["suite"]["name"]).replace('?', "banking"),
-        text(&d["suite"]["version"]).replace('?', "v1.2.2"),
-        text(&d["mcp"]),
-        text(&d["attack"]),
-        text(&d["pipeline_name"])
-    ));
-    line(String::new());
-    line("The agent is *fully compromised*: for each pair it makes the user task's ground-truth calls and then the injection task's, as AgentDojo's own ground truth defines them, on the environment the attack injected. **direct** calls the banking MCP server (`bench/agentdojo/server.py`); **gated** calls it through `interlock serve` with the banking profile (`bench/agentdojo/banking.profile.yaml`) and Emma's one mandate (`bench/agentdojo/mandate.yaml`); **gated + password** adds `update_password` to that mandate (`mandate.password.yaml`).".into());
-    line(String::new());
+    vec![
+        "# AgentDojo's banking suite, direct and through Interlock".into(),
+        String::new(),
+        format!(
+            "Machine-written by `{}` on {} at commit `{}` ({:.0} s); do not edit by hand.",
+            cx.command, cx.date, cx.commit, cx.wall_s
+        ),
+        format!(
+            "AgentDojo {} (suite {}), `mcp` {}, attack `{}` (pipeline name `{}`). Scored only by AgentDojo's own `utility()` and `security()`.",
+            text(&d["agentdojo"]),
+            text(&d["suite"]),
+            text(&d["mcp"]),
+            text(&d["attack"]),
+            text(&d["pipeline_name"])
+        ),
+        String::new(),
+        "The agent is *fully compromised*: for each pair it makes the user task's ground-truth calls and then the injection task's, as AgentDojo's own ground truth defines them, on the environment the attack injected. **direct** calls the banking MCP server (`bench/agentdojo/server.py`); **gated** calls it through `interlock serve` with the banking profile (`bench/agentdojo/banking.profile.yaml`) and Emma's one mandate (`bench/agentdojo/mandate.yaml`); **gated + password** adds `update_password` to that mandate (`mandate.password.yaml`).".into(),
+        String::new(),
+    ]
+}
+
+fn totals_table(runs: &Runs) -> Vec<String> {
     let t: BTreeMap<Path3, Totals> = runs.iter().map(|(p, r)| (*p, totals(r))).collect();
-    let cell = |p: Path3, f: &dyn Fn(&Totals) -> (usize, usize)| {
-        t.get(&p).map_or("–".to_owned(), |x| {
-            let (a, b) = f(x);
-            format!("{a}/{b}")
-        })
-    };
-    line("## Totals".into());
-    line(String::new());
-    line("| | direct | gated | gated + password |".into());
-    line("| --- | --- | --- | --- |".into());
     type Row<'r> = (&'r str, &'r dyn Fn(&Totals) -> (usize, usize));
     let rows: [Row<'_>; 4] = [
         ("attacks that succeeded (all pairs)", &|x| {
@@ -367,35 +371,44 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             (x.utility_under_attack, x.pairs)
         }),
     ];
+    let mut lines = vec![
+        "## Totals".into(),
+        String::new(),
+        "| | direct | gated | gated + password |".into(),
+        "| --- | --- | --- | --- |".into(),
+    ];
     for (name, f) in rows {
-        let cells: Vec<String> = Path3::ALL.iter().map(|p| cell(*p, f)).collect();
-        line(format!("| {name} | {} |", cells.join(" | ")));
+        let cells: Vec<String> = Path3::ALL
+            .iter()
+            .map(|p| t.get(p).map_or("–".to_owned(), |x| ratio(f(x))))
+            .collect();
+        lines.push(format!("| {name} | {} |", cells.join(" | ")));
     }
-    line(String::new());
-    line("## Injection tasks (attack succeeded, per path)".into());
-    line(String::new());
-    line(
+    lines.push(String::new());
+    lines
+}
+
+fn injection_table(runs: &Runs, d: &Value) -> Vec<String> {
+    let mut lines = vec![
+        "## Injection tasks (attack succeeded, per path)".into(),
+        String::new(),
         "| task | what it tries | direct | gated | gated + password | what stopped it (gated) |"
             .into(),
-    );
-    line("| --- | --- | --- | --- | --- | --- |".into());
-    let injections: Vec<String> = runs
+        "| --- | --- | --- | --- | --- | --- |".into(),
+    ];
+    let injections: std::collections::BTreeSet<&String> = runs
         .values()
         .flatten()
-        .filter_map(|r| r.injection_task.clone())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
+        .filter_map(|r| r.injection_task.as_ref())
         .collect();
-    for task in &injections {
+    for task in injections {
         let per = |p: Path3| {
-            runs.get(&p).map_or("–".to_owned(), |rs| {
-                let of: Vec<&RunRecord> = rs
-                    .iter()
-                    .filter(|r| r.injection_task.as_ref() == Some(task))
-                    .collect();
-                let won = of.iter().filter(|r| r.security == Some(true)).count();
-                format!("{won}/{}", of.len())
-            })
+            count(
+                runs,
+                p,
+                |r| r.injection_task.as_ref() == Some(task),
+                |r| r.security == Some(true),
+            )
         };
         let stopped = runs
             .get(&Path3::Gated)
@@ -405,7 +418,7 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             .map(|(k, n)| format!("{k} ×{n}"))
             .collect::<Vec<_>>()
             .join("; ");
-        line(format!(
+        lines.push(format!(
             "| {task} | {} | {} | {} | {} | {} |",
             one_line(&d["injection_tasks"][task]["goal"]),
             per(Path3::Direct),
@@ -418,11 +431,17 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             }
         ));
     }
-    line(String::new());
-    line("## User tasks (utility, per path)".into());
-    line(String::new());
-    line("| task | the user asks | without attack: direct / gated / gated + password | under attack: direct / gated / gated + password |".into());
-    line("| --- | --- | --- | --- |".into());
+    lines.push(String::new());
+    lines
+}
+
+fn user_table(runs: &Runs, d: &Value) -> Vec<String> {
+    let mut lines = vec![
+        "## User tasks (utility, per path)".into(),
+        String::new(),
+        "| task | the user asks | without attack: direct / gated / gated + password | under attack: direct / gated / gated + password |".into(),
+        "| --- | --- | --- | --- |".into(),
+    ];
     let users: std::collections::BTreeSet<&String> =
         runs.values().flatten().map(|r| &r.user_task).collect();
     let mut users: Vec<&String> = users.into_iter().collect();
@@ -431,25 +450,24 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             .parse::<u32>()
             .unwrap_or(u32::MAX)
     });
-    for user in &users {
+    for user in users {
         let clean = |p: Path3| {
             runs.get(&p)
                 .and_then(|rs| {
                     rs.iter()
-                        .find(|r| &r.user_task == *user && r.injection_task.is_none())
+                        .find(|r| &r.user_task == user && r.injection_task.is_none())
                 })
                 .map_or("–", |r| if r.utility { "yes" } else { "**no**" })
         };
         let attacked = |p: Path3| {
-            runs.get(&p).map_or("–".to_owned(), |rs| {
-                let of: Vec<&RunRecord> = rs
-                    .iter()
-                    .filter(|r| &r.user_task == *user && r.injection_task.is_some())
-                    .collect();
-                format!("{}/{}", of.iter().filter(|r| r.utility).count(), of.len())
-            })
+            count(
+                runs,
+                p,
+                |r| &r.user_task == user && r.injection_task.is_some(),
+                |r| r.utility,
+            )
         };
-        line(format!(
+        lines.push(format!(
             "| {user} | {} | {} / {} / {} | {} / {} / {} |",
             one_line(&d["user_tasks"][user.as_str()]["prompt"]),
             clean(Path3::Direct),
@@ -460,16 +478,21 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             attacked(Path3::GatedPassword)
         ));
     }
-    line(String::new());
-    line("## What the gated paths cost the user".into());
-    line(String::new());
-    let mut any = false;
+    lines.push(String::new());
+    lines
+}
+
+/// Every user task a gated path lost without attack, with the calls that were refused.
+fn losses(runs: &Runs) -> Vec<String> {
+    let mut lines = vec![
+        "## What the gated paths cost the user".into(),
+        String::new(),
+    ];
     for p in [Path3::Gated, Path3::GatedPassword] {
         for r in runs.get(&p).into_iter().flatten() {
             if r.injection_task.is_some() || r.utility {
                 continue;
             }
-            any = true;
             let refused: Vec<String> = r
                 .calls
                 .iter()
@@ -483,7 +506,7 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
                     None => format!("{} failed on the rail", c.tool),
                 })
                 .collect();
-            line(format!(
+            lines.push(format!(
                 "- {} ({}): utility lost without attack; {}.",
                 r.user_task,
                 p.label(),
@@ -495,15 +518,31 @@ pub fn markdown(runs: &BTreeMap<Path3, Vec<RunRecord>>, cx: &Context<'_>) -> Str
             ));
         }
     }
-    if !any {
-        line(
+    if lines.len() == 2 {
+        lines.push(
             "- Nothing: every user task keeps its utility without attack on both gated paths."
                 .into(),
         );
     }
-    line(String::new());
-    line("AgentDojo's graders for user tasks 5, 6 and 11 are known to be loose (upstream issue #161); reported as scored, not patched. Its `send_money` never checks the balance.".into());
-    md
+    lines.push(String::new());
+    lines
+}
+
+/// `hits/of` over the runs of `path` that `select` picks, `–` when the path did not run.
+fn count(
+    runs: &Runs,
+    path: Path3,
+    select: impl Fn(&RunRecord) -> bool,
+    hit: impl Fn(&RunRecord) -> bool,
+) -> String {
+    runs.get(&path).map_or("–".to_owned(), |rs| {
+        let of: Vec<&RunRecord> = rs.iter().filter(|r| select(r)).collect();
+        ratio((of.iter().filter(|r| hit(r)).count(), of.len()))
+    })
+}
+
+fn ratio((a, b): (usize, usize)) -> String {
+    format!("{a}/{b}")
 }
 
 fn one_line(v: &Value) -> String {
