@@ -38,8 +38,14 @@ fn has_mcp(python: &Path) -> bool {
             .is_ok_and(|s| s.success())
 }
 
-/// The venv's Python, with `mcp` installed.
+/// The venv's Python, with `mcp` installed. Made once per test binary: tests of one binary run
+/// on parallel threads, and two `venv --clear` at once would break each other's venv.
 pub fn venv_python() -> PathBuf {
+    static PYTHON_PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON_PATH.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let dir = venv_dir();
     let python = dir.join("bin").join("python");
     if has_mcp(&python) {
