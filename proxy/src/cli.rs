@@ -13,10 +13,8 @@ use interlock_engine::{Engine, EngineConfig, Ledger, SystemClock};
 use interlock_profile::Profile;
 use interlock_spec::ids::AgentId;
 use interlock_spec::mandate::{Mandate, MandateError};
-use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
-use crate::server::{Proxy, ProxyServer};
 use crate::upstream::{Carriage, McpRail, Upstream, carriage, tool_sha256};
 
 /// `--version`; a build with kill points says so, so the chaos matrix can refuse one without.
@@ -55,8 +53,12 @@ enum Command {
     /// Write a mandate from a short interview on stdin (offline); pins UPSTREAM's tools if
     /// given. Shows the YAML and its warnings and writes only after you type `yes`.
     Init(InitArgs),
-    /// Serve MCP on stdio in front of UPSTREAM (started as a child process).
+    /// Serve MCP in front of UPSTREAM (started as a child process): on stdio for one agent,
+    /// or on streamable HTTP (`--listen`) for the agents of an agents file.
     Serve(ServeArgs),
+    /// Make a bearer token for an agent of `serve --listen`: prints the token (give it to the
+    /// agent; it is not stored) and the agents-file entry holding its SHA-256.
+    Token(TokenArgs),
     /// Validate a mandate and summarise it.
     Check(CheckArgs),
     /// Print the pins (server id and per-tool SHA-256) of an upstream's tools.
@@ -184,35 +186,71 @@ struct ResolveArgs {
 }
 
 #[derive(Args)]
-struct ServeArgs {
-    /// The mandate (YAML).
-    #[arg(long, env = "INTERLOCK_MANDATE")]
-    mandate: PathBuf,
-    /// The ledger (SQLite); default `<mandate dir>/<mandate file stem>.ledger.db`.
+pub(crate) struct ServeArgs {
+    /// The mandate (YAML), on stdio.
+    #[arg(
+        long,
+        env = "INTERLOCK_MANDATE",
+        conflicts_with = "listen",
+        required_unless_present = "listen"
+    )]
+    pub(crate) mandate: Option<PathBuf>,
+    /// The ledger (SQLite); default `<mandate dir>/<mandate file stem>.ledger.db` on stdio,
+    /// `<agents file dir>/<agents file stem>.ledger.db` on HTTP (one ledger for every agent).
     #[arg(long, env = "INTERLOCK_DB_PATH")]
-    db: Option<PathBuf>,
-    /// The agent this proxy speaks for. Required: the agent's identity is configuration, not
-    /// something read from the mandate it is checked against.
-    #[arg(long, env = "INTERLOCK_AGENT_ID")]
-    agent: String,
+    pub(crate) db: Option<PathBuf>,
+    /// The agent this proxy speaks for, on stdio. Required there: the agent's identity is
+    /// configuration, not something read from the mandate it is checked against.
+    #[arg(
+        long,
+        env = "INTERLOCK_AGENT_ID",
+        conflicts_with = "listen",
+        required_unless_present = "listen"
+    )]
+    pub(crate) agent: Option<String>,
+    /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8402; port 0 picks one) at
+    /// `/mcp`, for the agents of `--agents`, instead of stdio.
+    #[arg(long, env = "INTERLOCK_LISTEN", requires = "agents")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// With --listen: the agents file (YAML): each agent's id, mandate and the SHA-256 of its
+    /// bearer token (`interlock token` makes one).
+    #[arg(long, env = "INTERLOCK_AGENTS", requires = "listen")]
+    pub(crate) agents: Option<PathBuf>,
+    /// With --listen: allow a non-loopback address. Terminate TLS in a reverse proxy in front.
+    #[arg(long, requires = "listen")]
+    pub(crate) allow_remote: bool,
+    /// With --listen: a `Host` the server answers besides localhost (the name a reverse proxy
+    /// forwards); repeatable. Other hosts are refused (DNS rebinding).
+    #[arg(long, requires = "listen")]
+    pub(crate) allowed_host: Vec<String>,
     /// Bound on one upstream call, in milliseconds; a money call that runs out is ambiguous.
     #[arg(long, env = "INTERLOCK_CALL_TIMEOUT_MS", default_value_t = 10_000)]
-    call_timeout_ms: u64,
+    pub(crate) call_timeout_ms: u64,
     /// Start even if a live Razorpay key (`rzp_live_…`) reaches the upstream: in
     /// RAZORPAY_KEY_ID, in the upstream's arguments, or in ~/.razorpay-mcp-server.yaml.
     #[arg(long, env = "INTERLOCK_ALLOW_LIVE")]
-    allow_live: bool,
+    pub(crate) allow_live: bool,
     /// How long a lease on an intent lasts, in milliseconds; at least the call timeout + 5000.
     /// Default: the larger of 30000 and that minimum. A restart after a crash waits for the dead
     /// process's leases to expire before it settles their intents.
     #[arg(long, env = "INTERLOCK_LEASE_TTL_MS")]
-    lease_ttl_ms: Option<u64>,
+    pub(crate) lease_ttl_ms: Option<u64>,
     /// How often the reconciler runs, in milliseconds.
     #[arg(long, env = "INTERLOCK_RECONCILE_EVERY_MS", default_value_t = 1_000)]
-    reconcile_every_ms: u64,
+    pub(crate) reconcile_every_ms: u64,
     /// The upstream command and its arguments.
     #[arg(last = true, required = true)]
-    upstream: Vec<String>,
+    pub(crate) upstream: Vec<String>,
+}
+
+#[derive(Args)]
+struct TokenArgs {
+    /// The agent the token is for (printed in the agents-file entry).
+    #[arg(long)]
+    agent: String,
+    /// The agent's mandate (printed in the agents-file entry).
+    #[arg(long)]
+    mandate: PathBuf,
 }
 
 #[derive(Args)]
@@ -304,7 +342,8 @@ pub fn run() -> ExitCode {
 fn dispatch(command: Command) -> Result<(), String> {
     match command {
         Command::Init(args) => init(args),
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => crate::serve::serve(args),
+        Command::Token(args) => token(args),
         Command::Check(args) => check(args),
         Command::Pin(args) => pin(args),
         Command::Ledger(args) => ledger(args),
@@ -386,7 +425,7 @@ fn load_mandate(path: &Path) -> Result<Mandate, String> {
         .map_err(|e| format!("mandate {} is invalid: {e}", path.display()))
 }
 
-fn load_active_mandate(path: &Path) -> Result<Mandate, String> {
+pub(crate) fn load_active_mandate(path: &Path) -> Result<Mandate, String> {
     let mandate = load_mandate(path)?;
     mandate
         .check_active(now_ms())
@@ -395,7 +434,7 @@ fn load_active_mandate(path: &Path) -> Result<Mandate, String> {
 }
 
 /// A lease-owner name unique to this process start: pid and 8 random bytes from the OS.
-fn instance_id() -> Result<String, String> {
+pub(crate) fn instance_id() -> Result<String, String> {
     use std::io::Read;
     let mut nonce = [0u8; 8];
     std::fs::File::open("/dev/urandom")
@@ -405,7 +444,7 @@ fn instance_id() -> Result<String, String> {
     Ok(format!("ilk-{}-{hex}", std::process::id()))
 }
 
-fn default_db(mandate: &Path) -> PathBuf {
+pub(crate) fn default_db(mandate: &Path) -> PathBuf {
     let stem = mandate
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -419,7 +458,7 @@ fn default_db(mandate: &Path) -> PathBuf {
 /// The runtime a command runs on. Each `block_on` over it in this file is the one entry from
 /// synchronous `main` into a command; none sits on the rail path, where the proxy stays async
 /// from the agent's frame to the upstream's answer and back.
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -465,7 +504,7 @@ fn live_key_source(upstream: &[String]) -> Option<String> {
 
 /// Refuses to `what` (start, approve) in front of an upstream holding a live key, unless the
 /// operator said `--allow-live`.
-fn refuse_live_unless_allowed(
+pub(crate) fn refuse_live_unless_allowed(
     upstream: &[String],
     allow_live: bool,
     what: &str,
@@ -482,93 +521,17 @@ fn refuse_live_unless_allowed(
     }
 }
 
-fn serve(args: ServeArgs) -> Result<(), String> {
-    let mandate = load_active_mandate(&args.mandate)?;
-    let agent_id = AgentId::parse(&args.agent).map_err(|e| format!("--agent: {e}"))?;
-    refuse_live_unless_allowed(&args.upstream, args.allow_live, "start")?;
-    let db = args.db.clone().unwrap_or_else(|| default_db(&args.mandate));
-    let timeout = Duration::from_millis(args.call_timeout_ms.max(1));
-    let rt = runtime()?;
-    rt.block_on(async move {
-        let upstream = Arc::new(Upstream::spawn(&args.upstream, timeout).await?);
-        tracing::info!(server_id = %upstream.server_id, "upstream started");
-        let ledger = Ledger::open(&db).map_err(|e| format!("cannot open the ledger: {e}"))?;
-        let chain = ledger
-            .verify_chain()
-            .map_err(|e| format!("the ledger's audit chain does not verify: {e}"))?;
-        tracing::info!(db = %db.display(), records = chain.records, "ledger open, chain verified");
-        let mut config = EngineConfig::new(instance_id()?);
-        config.call_timeout_ms = args.call_timeout_ms.max(1);
-        let floor = config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS;
-        config.lease_ttl_ms = args
-            .lease_ttl_ms
-            .unwrap_or_else(|| config.lease_ttl_ms.max(floor));
-        let rail = McpRail {
-            upstream: upstream.clone(),
-            profile: rail_profile(),
-        };
-        let engine = Engine::new(
-            ledger,
-            rail,
-            Arc::new(crate::clock::RuntimeClock),
-            mandate,
-            config,
-        )
-        .map_err(|e| format!("cannot start the engine: {e}"))?;
-        let engine = Arc::new(engine);
-        let report = engine
-            .recover_async()
-            .await
-            .map_err(|e| format!("boot recovery failed: {e}"))?;
-        tracing::info!(
-            found = report.found,
-            passes = report.passes,
-            unsettled = report.unsettled,
-            "boot recovery done"
-        );
-        let reconciling = engine.clone();
-        let every = Duration::from_millis(args.reconcile_every_ms.max(10));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                match reconciling.reconcile_due_async().await {
-                    Ok(passes) => {
-                        for (key, result) in passes {
-                            tracing::info!(sik = %key.sik, ?result, "reconcile pass");
-                        }
-                    }
-                    Err(e) => tracing::warn!("reconcile failed: {e}"),
-                }
-            }
-        });
-        let server = ProxyServer(Arc::new(Proxy {
-            engine,
-            upstream: upstream.clone(),
-            agent_id,
-        }));
-        let (pipes, writer) = crate::frames::guard(tokio::io::stdin(), tokio::io::stdout());
-        let running = match server.serve(pipes).await {
-            Ok(running) => running,
-            Err(e) => {
-                tracing::info!("the client went away before initialize: {e}");
-                return Ok(());
-            }
-        };
-        upstream.forward_list_changed_to(running.peer().clone());
-        tracing::info!("serving MCP on stdio");
-        let reason = running
-            .waiting()
-            .await
-            .map_err(|e| format!("the MCP session failed: {e}"))?;
-        tracing::info!(?reason, "stopped serving");
-        // The last answers are flushed before the process exits.
-        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
-        Ok::<(), String>(())
-    })?;
-    // Calls still blocked in the engine must not hold the process open.
-    rt.shutdown_timeout(Duration::from_secs(1));
+fn token(args: TokenArgs) -> Result<(), String> {
+    let agent = AgentId::parse(&args.agent).map_err(|e| format!("--agent: {e}"))?;
+    let token = crate::http::new_token()?;
+    // The token on stdout alone, so `TOKEN=$(interlock token …)` captures it; the entry on
+    // stderr, for the operator to paste.
+    println!("{token}");
+    eprintln!(
+        "# Give the token above to agent {agent} (Authorization: Bearer …); it is shown once and not stored.\n# Add this entry under `agents:` in the agents file:\n  - id: {agent}\n    mandate: {}\n    token_sha256: {}",
+        args.mandate.display(),
+        crate::http::token_sha256_hex(&token)
+    );
     Ok(())
 }
 

@@ -8,6 +8,8 @@ pub mod cli;
 pub mod clock;
 pub mod demo;
 pub mod frames;
+pub mod http;
 pub mod init;
+mod serve;
 pub mod server;
 pub mod upstream;

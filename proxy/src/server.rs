@@ -293,16 +293,23 @@ fn interlock_spec_now() -> u64 {
     interlock_engine::SystemClock.now_ms()
 }
 
+/// What Interlock says of itself at `initialize`, on stdio and on HTTP alike.
+pub fn server_config() -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build(),
+    )
+    .with_server_info(Implementation::new("interlock", env!("CARGO_PKG_VERSION")))
+    .with_instructions(
+        "Interlock guards money-moving tools: refusals are tool results with isError and a reason.",
+    )
+}
+
 impl ServerHandler for ProxyServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build())
-            .with_server_info(Implementation::new("interlock", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Interlock guards money-moving tools: refusals are tool results with isError and a reason.",
-            )
+        server_config()
     }
 
     async fn list_tools(

@@ -33,20 +33,33 @@ pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(10);
 
 type Client = RunningService<RoleClient, UpstreamHandler>;
 
-/// The client side's handler: passes the upstream's `tools/list_changed` on to the agent. (G6
+/// The most agent sessions the upstream's `tools/list_changed` is passed on to at once: one on
+/// stdio; on HTTP, every live session (`crate::http` bounds them per agent, this bounds them all).
+pub const LIST_CHANGED_PEERS_MAX: usize = 4096;
+
+/// The client side's handler: passes the upstream's `tools/list_changed` on to the agents. (G6
 /// needs no cache to invalidate: every call and every listing reads the live definitions.)
 #[derive(Clone, Default)]
 pub struct UpstreamHandler {
-    agent: Arc<std::sync::OnceLock<Peer<RoleServer>>>,
+    agents: Arc<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
+}
+
+impl UpstreamHandler {
+    /// The agents' sessions still open (closed ones are dropped on the way).
+    fn open_agents(&self) -> Vec<Peer<RoleServer>> {
+        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        agents.retain(|peer| !peer.is_transport_closed());
+        agents.clone()
+    }
 }
 
 impl ClientHandler for UpstreamHandler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::warn!("the upstream's tools changed; each call re-checks its pin");
-        if let Some(agent) = self.agent.get()
-            && let Err(e) = agent.notify_tool_list_changed().await
-        {
-            tracing::warn!("cannot tell the agent the tools changed: {e}");
+        for agent in self.open_agents() {
+            if let Err(e) = agent.notify_tool_list_changed().await {
+                tracing::warn!("cannot tell an agent the tools changed: {e}");
+            }
         }
     }
 }
@@ -238,9 +251,25 @@ impl Upstream {
         }
     }
 
-    /// Where the upstream's `tools/list_changed` is passed on to (set once serving).
+    /// Adds an agent's session to those the upstream's `tools/list_changed` is passed on to.
+    /// Past [`LIST_CHANGED_PEERS_MAX`] open sessions the new one is not added (and a warning
+    /// says so): it still gets every call checked against the live definitions, only not the
+    /// early notice.
     pub fn forward_list_changed_to(&self, agent: Peer<RoleServer>) {
-        let _ = self.handler.agent.set(agent);
+        let mut agents = self
+            .handler
+            .agents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        agents.retain(|peer| !peer.is_transport_closed());
+        if agents.len() >= LIST_CHANGED_PEERS_MAX {
+            tracing::warn!(
+                sessions = agents.len(),
+                "{LIST_CHANGED_PEERS_MAX} sessions already get tools/list_changed; this one will not"
+            );
+            return;
+        }
+        agents.push(agent);
     }
 
     /// The upstream's tools, now.

@@ -850,3 +850,79 @@ async fn hostile_arguments_get_clear_refusals_and_leave_the_ledger_unchanged() {
         "the distinct reason is kept exactly: {shown}"
     );
 }
+
+/// `interlock token` and the HTTP flags: the token on stdout alone and its hash in the entry;
+/// `--listen` without an agents file, beside `--mandate`, or on a non-loopback address without
+/// `--allow-remote` is refused before anything starts, and says why.
+#[test]
+fn http_mode_is_configured_by_token_and_agents_file_and_refuses_what_is_missing() {
+    let scene = scene("http-cli", &[]);
+    let out = std::process::Command::new(BIN)
+        .args(["token", "--agent", AGENT, "--mandate"])
+        .arg(&scene.mandate)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap();
+    let token = token.trim();
+    assert!(token.starts_with("ilk_") && !token.contains(char::is_whitespace));
+    let entry = String::from_utf8_lossy(&out.stderr);
+    let hash = interlock_spec::hash::sha256_hex(token.as_bytes());
+    assert!(entry.contains(&format!("token_sha256: {hash}")), "{entry}");
+    assert!(entry.contains(&format!("- id: {AGENT}")), "{entry}");
+
+    let agents = scene.dir.join("agents.yaml");
+    std::fs::write(
+        &agents,
+        format!("agents:\n  - id: {AGENT}\n    mandate: mandate.yaml\n    token_sha256: {hash}\n"),
+    )
+    .unwrap();
+    let serve = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .arg("--")
+            .arg(mock_bin())
+            .env_remove("INTERLOCK_MANDATE")
+            .env_remove("INTERLOCK_AGENT_ID")
+            .env_remove("INTERLOCK_AGENTS")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.stdout.is_empty());
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let agents = agents.to_str().unwrap();
+    let mandate = scene.mandate.to_str().unwrap();
+    let (code, stderr) = serve(&["--listen", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--agents"), "{stderr}");
+    let (code, stderr) = serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--agents",
+        agents,
+        "--mandate",
+        mandate,
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--mandate"), "{stderr}");
+    let (code, stderr) = serve(&["--listen", "0.0.0.0:0", "--agents", agents]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    assert!(
+        !scene.dir.join("agents.ledger.db").exists(),
+        "nothing started"
+    );
+    std::fs::write(scene.dir.join("bad.yaml"), "agents:\n  - id: x\n").unwrap();
+    let bad = scene.dir.join("bad.yaml");
+    let (code, stderr) = serve(&["--listen", "127.0.0.1:0", "--agents", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("mandate"),
+        "{stderr}"
+    );
+}

@@ -71,15 +71,17 @@ fn stamped(journal: &Value, kind: &str, payment: Option<&str>) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn the_python_mcp_client_through_interlock_meets_every_reachable_reason_code() {
+/// Runs `e2e.py` over `transport` (`stdio` or `http`) and returns its summary line.
+fn run_e2e(transport: &str) -> Value {
     let python = venv_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/e2e.py");
-    let dir = fresh_dir("python-e2e");
+    let dir = fresh_dir(&format!("python-e2e-{transport}"));
     let pins_file = dir.join("pins.json");
     std::fs::write(&pins_file, pins().to_string()).unwrap();
     let out = Command::new(&python)
         .arg(&script)
+        .arg("--transport")
+        .arg(transport)
         .arg("--interlock")
         .arg(BIN)
         .arg("--mock")
@@ -94,17 +96,50 @@ fn the_python_mcp_client_through_interlock_meets_every_reachable_reason_code() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "e2e.py failed:\n{stdout}\n{}",
+        "e2e.py --transport {transport} failed:\n{stdout}\n{}",
         tail(&out.stderr)
     );
     assert!(stdout.lines().any(|l| l == "e2e: ok"), "{stdout}");
     eprintln!("{}", stdout.trim());
-    let summary: Value = stdout
+    stdout
         .lines()
         .find_map(|l| l.strip_prefix("e2e: {").map(|rest| format!("{{{rest}")))
         .and_then(|j| serde_json::from_str(&j).ok())
-        .expect("the script's summary line");
+        .expect("the script's summary line")
+}
 
+#[test]
+fn the_python_mcp_client_over_stdio_meets_every_reachable_reason_code() {
+    check_every_scene(&run_e2e("stdio"));
+}
+
+/// The same scenes over streamable HTTP with a bearer token, and the HTTP-only scene: two
+/// agents on one server and one ledger, wrong and missing tokens, a session used across agents.
+#[test]
+fn the_python_mcp_client_over_streamable_http_meets_the_same_codes_and_each_agent_its_own_mandate()
+{
+    let summary = run_e2e("http");
+    check_every_scene(&summary);
+    let journal = inspect(summary["http_journal"].as_str().unwrap());
+    let entities = summary["http_entities"].as_array().unwrap();
+    let support = stamped(&journal, "refunds", Some("pay_3001"));
+    assert_eq!(support.len(), 1, "support's refund: {support:?}");
+    assert_eq!(support[0]["id"], entities[0]);
+    assert!(
+        stamped(&journal, "refunds", Some("pay_3002")).is_empty(),
+        "ops' refund above its own ceiling moved nothing"
+    );
+    let shared = stamped(&journal, "refunds", Some("pay_3003"));
+    assert_eq!(
+        shared.len(),
+        1,
+        "asked by both agents, paid once: {shared:?}"
+    );
+    assert_eq!(shared[0]["id"], entities[1]);
+}
+
+/// What every transport's run must show: each reachable code seen, and the rails' journals.
+fn check_every_scene(summary: &Value) {
     // Every code is either seen or listed as unreachable with a reason, never both.
     let seen: BTreeSet<&str> = summary["seen"]
         .as_array()

@@ -52,6 +52,7 @@ then `e2e: ok`. Exits non-zero with a message naming the failed check.
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -59,10 +60,15 @@ import signal
 import subprocess
 import sys
 import faulthandler
+import hashlib
+import socket
 import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+import httpx2
 
 AGENT = "agent_support_bot"
 MERCHANT = "acc_DEMO000001"
@@ -127,7 +133,8 @@ def expect(result, code, outcome=None, words=()):
 class Rig:
     """Paths and pins shared by every scene."""
 
-    def __init__(self, interlock, mock, directory, pins):
+    def __init__(self, interlock, mock, directory, pins, transport):
+        self.transport = transport
         self.interlock = interlock
         self.mock = mock
         self.dir = directory
@@ -194,8 +201,18 @@ class Rig:
     def serve(self, name, mandate, faults="none", flags=(), agent=AGENT):
         journal, mock = self.mock_args(name, faults)
         db = os.path.join(self.dir, f"{name}.ledger.db")
-        args = ["serve", "--mandate", mandate, "--db", db, "--agent", agent, *flags, "--", *mock]
-        return journal, db, args
+        return journal, db, self.serve_args(name, mandate, db, agent, flags, mock)
+
+    def serve_args(self, name, mandate, db, agent, flags, upstream):
+        """`interlock serve` for one agent: on stdio, or on HTTP with an agents file naming the
+        one agent, its mandate and the hash of the run's token."""
+        if self.transport == "stdio":
+            return ["serve", "--mandate", mandate, "--db", db, "--agent", agent, *flags, "--", *upstream]
+        agents = os.path.join(self.dir, f"{name}.agents.yaml")
+        with open(agents, "w") as f:
+            json.dump({"agents": [{"id": agent, "mandate": mandate, "token_sha256": token_sha256(TOKEN)}]}, f)
+        listen = f"127.0.0.1:{free_port()}"
+        return ["serve", "--listen", listen, "--agents", agents, "--db", db, *flags, "--", *upstream]
 
     def inspect(self, journal):
         out = subprocess.run(
@@ -257,15 +274,27 @@ async def settle(session, amount, description):
 
 
 class Session:
-    """`interlock serve ARGS` with a Python client session on it."""
+    """`interlock serve ARGS` with a Python client session on it: over the child's stdio, or,
+    when ARGS say `--listen`, over streamable HTTP with the run's bearer token."""
 
-    def __init__(self, rig, args, command=None, message_handler=None):
-        self.params = StdioServerParameters(command=command or rig.interlock, args=args, env=env())
+    def __init__(self, rig, args, command=None, message_handler=None, token=None):
+        self.command = command or rig.interlock
+        self.args = args
+        self.params = StdioServerParameters(command=self.command, args=args, env=env())
         self.message_handler = message_handler
+        self.listen = args[args.index("--listen") + 1] if "--listen" in args else None
+        self.token = token or TOKEN
+        self.log = os.path.join(rig.dir, f"serve-{os.getpid()}-{id(self)}.stderr")
+        self.proc = None
 
     async def __aenter__(self):
-        self._stdio = stdio_client(self.params)
-        read, write = await self._stdio.__aenter__()
+        if self.listen is None:
+            self._transport = stdio_client(self.params)
+            read, write = await self._transport.__aenter__()
+        else:
+            self.proc = await start_http_server(self.command, self.args, self.listen, self.log)
+            self._transport = http_client(self.listen, self.token)
+            read, write = await self._transport.__aenter__()
         self._session = ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT,
                                       message_handler=self.message_handler)
         session = await self._session.__aenter__()
@@ -274,8 +303,53 @@ class Session:
         return session
 
     async def __aexit__(self, *exc):
-        await self._session.__aexit__(*exc)
-        await self._stdio.__aexit__(*exc)
+        try:
+            await self._session.__aexit__(*exc)
+            await self._transport.__aexit__(*exc)
+        finally:
+            if self.proc is not None and self.proc.returncode is None:
+                self.proc.terminate()
+                await asyncio.wait_for(self.proc.wait(), 10)
+
+
+# The bearer token of every HTTP scene (each scene's server has its own agents file).
+TOKEN = "ilk_e2e_" + os.urandom(16).hex()
+
+
+def token_sha256(token):
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_http_server(command, args, listen, log):
+    """Starts `interlock serve --listen` and waits until it accepts connections (or says why
+    it could not start)."""
+    host, port = listen.rsplit(":", 1)
+    with open(log, "wb") as err:
+        proc = await asyncio.create_subprocess_exec(command, *args, env=env(), stdin=subprocess.DEVNULL,
+                                                    stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.returncode is not None:
+            with open(log) as f:
+                raise Failed(f"interlock serve --listen {listen} exited {proc.returncode}: {f.read()[-2000:]}")
+        try:
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.close()
+            return proc
+        except OSError:
+            check(time.monotonic() < deadline, f"interlock serve never listened on {listen}")
+            await asyncio.sleep(0.05)
+
+
+def http_client(listen, token):
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return streamable_http_client(f"http://{listen}/mcp", http_client=create_mcp_http_client(headers=headers))
 
 
 async def main_scene(rig, summary):
@@ -606,7 +680,7 @@ async def rugpull_scene(rig):
 
     mandate = rig.mandate("rugpull", granted)
     db = os.path.join(rig.dir, "rugpull.ledger.db")
-    args = ["serve", "--mandate", mandate, "--db", db, "--agent", AGENT, "--", *upstream]
+    args = rig.serve_args("rugpull", mandate, db, AGENT, (), upstream)
     changed = asyncio.Event()
 
     async def on_message(message):
@@ -627,6 +701,101 @@ async def rugpull_scene(rig):
         names = sorted(t.name for t in (await s.list_tools()).tools)
         check(names == [], f"the rewritten echo is no longer listed: {names}")
         expect(await call(s, "echo", {"text": "hello"}), "TOOL_DRIFTED", "REFUSED", ["echo"])
+
+
+async def http_scene(rig, summary):
+    """Two agents on one HTTP server and one ledger, each with its own token and mandate: the
+    token alone says who calls; a missing or wrong token gets 401 with `WWW-Authenticate`; a
+    session opened by one agent is 404 to the other; each agent's calls are judged by its own
+    mandate; the same refund asked by both moves money once."""
+    ops = "agent_ops_bot"
+    ops_token = "ilk_e2e_ops_" + os.urandom(16).hex()
+
+    def small(m):
+        m["agent_id"] = ops
+        m["scope"]["grants"]["create_refund"]["value"]["max_amount_minor"] = 20000
+
+    journal, mock = rig.mock_args("http")
+    summary["http_journal"] = journal
+    db = os.path.join(rig.dir, "http.ledger.db")
+    agents = os.path.join(rig.dir, "http.agents.yaml")
+    with open(agents, "w") as f:
+        json.dump({"agents": [
+            {"id": AGENT, "mandate": rig.mandate("http_support"), "token_sha256": token_sha256(TOKEN)},
+            {"id": ops, "mandate": rig.mandate("http_ops", small), "token_sha256": token_sha256(ops_token)},
+        ]}, f)
+    listen = f"127.0.0.1:{free_port()}"
+    args = ["serve", "--listen", listen, "--agents", agents, "--db", db, "--", *mock]
+    proc = await start_http_server(rig.interlock, args, listen, os.path.join(rig.dir, "http.stderr"))
+    url = f"http://{listen}/mcp"
+    try:
+        async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as raw:
+            # No token, an unknown token: 401 and the challenge the MCP authorization spec names.
+            for token, error in ((None, None), ("ilk_not_a_token", "invalid_token")):
+                r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(token))
+                challenge = r.headers.get("www-authenticate", "")
+                check(r.status_code == 401 and challenge.startswith("Bearer "), f"{token}: {r.status_code} {challenge!r}")
+                check((error is None) == ("error=" not in challenge) and (error or "") in challenge,
+                      f"the challenge for {token}: {challenge!r}")
+            # A session the support agent opened is not the ops agent's (nor anyone's without a token).
+            r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(TOKEN))
+            session = r.headers.get("mcp-session-id")
+            check(r.status_code == 200 and session, f"initialize: {r.status_code} {r.headers}")
+            listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            r = await raw.post(url, json=listing, headers=mcp_headers(ops_token, session))
+            check(r.status_code == 404, f"the other agent's session: {r.status_code} {r.text}")
+            r = await raw.post(url, json=listing, headers=mcp_headers(None, session))
+            check(r.status_code == 401, f"a session without a token: {r.status_code}")
+            r = await raw.delete(url, headers=mcp_headers(TOKEN, session))
+            check(r.status_code in (200, 204), f"closing the session: {r.status_code}")
+
+        # The SDK's own client with a wrong token does not get in.
+        try:
+            async with connect(listen, "ilk_not_a_token") as s:
+                check(False, "a wrong token opened a session")
+        except Failed:
+            raise
+        except BaseException as e:
+            # The SDK reports the 401 as an error response (the raw requests above check its status).
+            while isinstance(e, BaseExceptionGroup) and e.exceptions:
+                e = e.exceptions[0]
+            check(type(e).__name__ == "MCPError" and "error response" in str(e), f"a wrong token: {e!r}")
+
+        async with connect(listen, TOKEN) as support, connect(listen, ops_token) as ops_session:
+            # Each agent under its own mandate: 500 INR is within support's ceiling, not ops'.
+            applied = expect(await refund(support, "pay_3001", 50000), "APPLIED", "APPLIED")
+            expect(await refund(ops_session, "pay_3002", 50000), "AMOUNT_ABOVE_CEILING", "REFUSED",
+                   ["50000", "20000"])
+            # One ledger for both: the ops agent asking for a refund support made moves nothing.
+            small_one = expect(await refund(support, "pay_3003", 10000), "APPLIED", "APPLIED")
+            replay = expect(await refund(ops_session, "pay_3003", 10000), "IDEMPOTENT_REPLAY", "APPLIED")
+            check(replay["rail_entity_id"] == small_one["rail_entity_id"], f"one entity: {replay} {small_one}")
+            summary["http_entities"] = [applied["rail_entity_id"], small_one["rail_entity_id"]]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e-raw", "version": "0"}}}
+
+
+def mcp_headers(token, session=None):
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if session:
+        headers["Mcp-Session-Id"] = session
+    return headers
+
+
+@contextlib.asynccontextmanager
+async def connect(listen, token):
+    """The Python SDK's streamable HTTP client on a running `interlock serve --listen`."""
+    async with http_client(listen, token) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session:
+            await asyncio.wait_for(session.initialize(), CALL_TIMEOUT)
+            yield session
 
 
 async def expiring_scene(rig):
@@ -666,6 +835,14 @@ SCENES = {
     "reconciled": lambda rig, summary: reconciled_scene(rig, summary),
     "operator": lambda rig, summary: operator_scene(rig, summary),
 }
+# Scenes only the HTTP transport has.
+HTTP_SCENES = {
+    "http": lambda rig, summary: http_scene(rig, summary),
+}
+
+
+def scenes(rig):
+    return {**SCENES, **HTTP_SCENES} if rig.transport == "http" else SCENES
 
 
 async def main(rig, only):
@@ -674,7 +851,7 @@ async def main(rig, only):
     # Independent scenes (each its own ledger and journal) run side by side, under one bound.
     try:
         await asyncio.wait_for(
-            asyncio.gather(*(scene(name, run(rig, summary)) for name, run in SCENES.items()
+            asyncio.gather(*(scene(name, run(rig, summary)) for name, run in scenes(rig).items()
                              if not only or name in only)),
             SCRIPT_TIMEOUT,
         )
@@ -694,6 +871,8 @@ if __name__ == "__main__":
     parser.add_argument("--mock", required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--pins", required=True)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                        help="how the client reaches interlock: stdio, or streamable HTTP with a bearer token")
     parser.add_argument("--only", nargs="*", default=[], help="run only these scenes (debugging)")
     a = parser.parse_args()
     with open(a.pins) as f:
@@ -701,4 +880,4 @@ if __name__ == "__main__":
     # If the bound itself cannot fire (a blocked loop), show where everything is stuck.
     faulthandler.dump_traceback_later(SCRIPT_TIMEOUT + 30, exit=True)
     faulthandler.register(signal.SIGUSR1)
-    asyncio.run(main(Rig(a.interlock, a.mock, a.dir, pins), a.only))
+    asyncio.run(main(Rig(a.interlock, a.mock, a.dir, pins, a.transport), a.only))
