@@ -31,6 +31,28 @@ pub struct LatencyArgs {
     /// Print the figures as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// How the client reaches `interlock serve`: its stdio, or streamable HTTP on loopback
+    /// (`serve --listen`, with a bearer token). The direct path is the mock on stdio either way.
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    pub transport: Transport,
+}
+
+/// The transport between the client and `interlock serve`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// The proxy as the client's child process, on its stdin and stdout.
+    Stdio,
+    /// `interlock serve --listen 127.0.0.1:PORT`, one agent with a bearer token.
+    Http,
+}
+
+impl Transport {
+    fn name(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
 }
 
 /// The longest one measured call may take before the run fails.
@@ -128,18 +150,56 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         let mut through_cmd = tokio::process::Command::new(&interlock);
         through_cmd
             .arg("serve")
-            .arg("--mandate")
-            .arg(&mandate_file)
             .arg("--db")
-            .arg(dir.join("ledger.db"))
-            .args(["--agent", agent, "--"])
+            .arg(dir.join("ledger.db"));
+        let token = "ilk_bench_latency";
+        let listen = match args.transport {
+            Transport::Stdio => {
+                through_cmd
+                    .arg("--mandate")
+                    .arg(&mandate_file)
+                    .args(["--agent", agent]);
+                None
+            }
+            Transport::Http => {
+                let agents = dir.join("agents.yaml");
+                let entry = json!({"agents": [{"id": agent, "mandate": &mandate_file,
+                    "token_sha256": interlock_spec::hash::sha256_hex(token.as_bytes())}]});
+                std::fs::write(&agents, entry.to_string())
+                    .map_err(|e| format!("write agents file: {e}"))?;
+                let listen = mcp::free_loopback_port()?;
+                through_cmd
+                    .arg("--listen")
+                    .arg(listen.to_string())
+                    .arg("--agents")
+                    .arg(&agents);
+                Some(listen)
+            }
+        };
+        through_cmd
+            .arg("--")
             .args(rail("through-rail.db").argv())
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .env_remove("RAZORPAY_KEY_ID");
-        let through = mcp::connect(through_cmd, Stdio::null(), "interlock serve").await?;
+        let (through, _server) = match listen {
+            None => (
+                mcp::connect(through_cmd, Stdio::null(), "interlock serve").await?,
+                None,
+            ),
+            Some(listen) => {
+                let server = through_cmd
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| format!("spawn interlock serve --listen: {e}"))?;
+                let client = mcp::connect_http(listen, token, "interlock serve --listen").await?;
+                (client, Some(server))
+            }
+        };
 
         let read_args = || json!({"payment_id": payment_id(0)});
         for _ in 0..args.warmup {
@@ -182,8 +242,9 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
     let mut out = serde_json::Map::new();
     if !args.json {
         println!(
-            "latency: {} calls of each tool on each path, interleaved (ms)",
-            args.calls
+            "latency: {} calls of each tool on each path, interleaved (ms); the proxy on {}",
+            args.calls,
+            args.transport.name()
         );
         println!(
             "{:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -226,6 +287,7 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
     }
     if args.json {
         out.insert("calls".into(), json!(args.calls));
+        out.insert("transport".into(), json!(args.transport.name()));
         println!("{}", Value::Object(out));
     }
 }

@@ -56,6 +56,39 @@ pub async fn serve(
         .map_err(|e| format!("{what}: MCP handshake: {e}"))
 }
 
+/// A loopback address with a port free at the time of asking (the server binds it next).
+pub fn free_loopback_port() -> Res<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// Completes the MCP handshake over streamable HTTP with `interlock serve --listen addr`,
+/// waiting for it to listen (it verifies its ledger and starts its upstream first).
+pub async fn connect_http(addr: std::net::SocketAddr, token: &str, what: &str) -> Res<Client> {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    while tokio::net::TcpStream::connect(addr).await.is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("{what}: nothing listens on {addr}"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+        .auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve(transport))
+        .await
+        .map_err(|_| {
+            format!(
+                "{what}: no MCP handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| format!("{what}: MCP handshake: {e}"))
+}
+
 /// The request for `tool` with `args` (an object; anything else sends no arguments).
 pub fn params(tool: &str, args: Value) -> CallToolRequestParams {
     let p = CallToolRequestParams::new(tool.to_owned());
