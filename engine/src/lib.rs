@@ -29,7 +29,7 @@ pub use ledger::{audit, inspect, usage};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use executor::{Engine, EngineConfig, EngineError};
-pub use interlock_driver::{Answer, Outcome, gates, rail};
+pub use interlock_driver::{Answer, IntentView, Outcome, answer, gates, rail};
 pub use ledger::{IntentKey, Ledger, LedgerError};
 pub use rail::{Rail, RailCall, RailOutcome, Referent};
 

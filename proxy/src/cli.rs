@@ -238,6 +238,11 @@ pub(crate) struct ServeArgs {
     /// How often the reconciler runs, in milliseconds.
     #[arg(long, env = "INTERLOCK_RECONCILE_EVERY_MS", default_value_t = 1_000)]
     pub(crate) reconcile_every_ms: u64,
+    /// When a call is held for a human and the client supports MCP elicitation, ask the user
+    /// in the client and wait this long (milliseconds) for approve or decline; no answer leaves
+    /// it held (`interlock approve` still works). 0: never ask.
+    #[arg(long, env = "INTERLOCK_APPROVAL_WAIT_MS", default_value_t = crate::approval::APPROVAL_WAIT_DEFAULT_MS)]
+    pub(crate) approval_wait_ms: u64,
     /// The upstream command and its arguments.
     #[arg(last = true, required = true)]
     pub(crate) upstream: Vec<String>,

@@ -4,6 +4,7 @@
 //! The binary (`src/main.rs`) is a thin shell over this library, as ripgrep's is over its
 //! crates: the fuzz targets and the chaos runner drive the same request handling in process.
 
+pub mod approval;
 pub mod cli;
 pub mod clock;
 pub mod demo;

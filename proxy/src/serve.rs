@@ -46,6 +46,10 @@ fn engine_config(args: &ServeArgs, instance: String) -> EngineConfig {
     config
 }
 
+fn approval_wait(args: &ServeArgs) -> Option<Duration> {
+    (args.approval_wait_ms > 0).then(|| Duration::from_millis(args.approval_wait_ms))
+}
+
 fn call_timeout(args: &ServeArgs) -> Duration {
     Duration::from_millis(args.call_timeout_ms.max(1))
 }
@@ -135,6 +139,7 @@ async fn stdio(args: &ServeArgs) -> Result<(), String> {
         engine,
         upstream: upstream.clone(),
         agent_id,
+        approval_wait: approval_wait(args),
     }));
     let (pipes, writer) = crate::frames::guard(tokio::io::stdin(), tokio::io::stdout());
     let running = match server.serve(pipes).await {
@@ -186,6 +191,7 @@ async fn listen(args: &ServeArgs, addr: SocketAddr) -> Result<(), String> {
             engine,
             upstream: upstream.clone(),
             agent_id: spec.id.clone(),
+            approval_wait: approval_wait(args),
         })));
     }
     let first = servers[0].0.engine.clone();

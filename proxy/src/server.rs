@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use interlock_engine::gates::{self, GateResult};
-use interlock_engine::{Answer, Engine, Outcome};
+use interlock_engine::{Answer, Engine, IntentKey, Outcome};
+use interlock_machine::State;
 use interlock_spec::ids::{AgentId, ToolName};
 use interlock_spec::mandate::Mandate;
 use interlock_spec::reason::ReasonCode;
@@ -13,10 +14,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
+use crate::approval;
 use crate::upstream::{Carriage, McpRail, Upstream, carriage, unguarded_message};
 
 /// What the proxy serves with.
@@ -27,6 +29,9 @@ pub struct Proxy {
     pub upstream: Arc<Upstream>,
     /// The agent this proxy speaks for (from configuration).
     pub agent_id: AgentId,
+    /// How long to wait for a human's answer when a held call can be put to the user through
+    /// the client (MCP elicitation); `None`: never ask, held calls answer as held.
+    pub approval_wait: Option<std::time::Duration>,
 }
 
 impl Proxy {
@@ -133,7 +138,11 @@ impl Proxy {
         (g1.verdict != interlock_machine::Verdict::Allow).then_some(g1)
     }
 
-    async fn call(&self, request: CallToolRequestParams) -> Result<CallToolResult, McpError> {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        client: Option<Peer<RoleServer>>,
+    ) -> Result<CallToolResult, McpError> {
         let name = request.name.to_string();
         let Ok(tool) = ToolName::parse(&name) else {
             let mandate = self.engine.mandate();
@@ -208,15 +217,146 @@ impl Proxy {
                 ));
             }
         };
-        let answer = self.engine.propose_async(&proposed, live.as_ref()).await;
-        match answer {
-            Ok(answer) => Ok(answer_result(&answer)),
-            Err(e) => Err(McpError::internal_error(
-                format!("Interlock could not decide this call: {e}"),
-                None,
-            )),
+        let answer = self
+            .engine
+            .propose_async(&proposed, live.as_ref())
+            .await
+            .map_err(undecided)?;
+        let answer = match (self.approval_wait, client) {
+            (Some(wait), Some(client))
+                if approval::is_held(&answer) && approval::can_ask(&client) =>
+            {
+                self.ask_the_human(&client, answer, wait).await?
+            }
+            _ => answer,
+        };
+        Ok(answer_result(&answer))
+    }
+
+    /// Puts a held call to the user through the client and acts on the answer: approve is
+    /// `interlock approve`, decline is `interlock reject`, anything else leaves it held and
+    /// the agent gets the held answer.
+    async fn ask_the_human(
+        &self,
+        client: &Peer<RoleServer>,
+        held_answer: Answer,
+        wait: std::time::Duration,
+    ) -> Result<Answer, McpError> {
+        let Some(held) = self.held(&held_answer).await? else {
+            return Ok(held_answer);
+        };
+        let decision = approval::ask(client, &held, &self.agent_id, wait).await;
+        tracing::info!(sik = %held.key.sik, ?decision, "the human's answer through the client");
+        // Recorded as given in the client, under the identity the proxy serves.
+        let by = format!("{} via the MCP client", self.agent_id);
+        match decision {
+            approval::Decision::Approve { note } => {
+                // The approval is for what the form showed: the same intent, still held, with
+                // the same amount under the same mandate (the engine checks the mandate again).
+                if !self.still_as_shown(&held).await? {
+                    return self.current_answer(&held.key, held_answer).await;
+                }
+                let tools = match self.upstream.tools().await {
+                    Ok(tools) => tools,
+                    Err(e) => {
+                        tracing::warn!(sik = %held.key.sik, "approved, but the upstream cannot be listed: {e}; it stays held");
+                        return Ok(held_answer);
+                    }
+                };
+                let live = self.upstream.live_tool(&tools, &held.tool);
+                let why = format!("approved in the MCP client (elicitation). {note}");
+                self.engine
+                    .approve_async(&held.key, &by, why.trim(), live.as_ref())
+                    .await
+                    .map_err(undecided)
+            }
+            approval::Decision::Decline { note } => {
+                let engine = self.engine.clone();
+                let key = held.key.clone();
+                let why = format!("declined in the MCP client (elicitation). {note}");
+                let rejected =
+                    tokio::task::spawn_blocking(move || engine.reject(&key, &by, why.trim()))
+                        .await
+                        .map_err(|e| {
+                            McpError::internal_error(format!("the reject task failed: {e}"), None)
+                        })?;
+                if let Err(e) = rejected {
+                    tracing::warn!(sik = %held.key.sik, "declined, but not rejected: {e}");
+                }
+                self.current_answer(&held.key, held_answer).await
+            }
+            approval::Decision::NoAnswer(why) => {
+                tracing::info!(sik = %held.key.sik, "still held: {why}");
+                Ok(held_answer)
+            }
         }
     }
+
+    /// What the form shows, read from the held intent in the ledger.
+    async fn held(&self, answer: &Answer) -> Result<Option<approval::Held>, McpError> {
+        let Some(sik) = answer.sik.clone() else {
+            return Ok(None);
+        };
+        let key = IntentKey {
+            merchant_id: self.engine.mandate().merchant_id.clone(),
+            sik,
+        };
+        let Some(view) = self.read_intent(&key).await? else {
+            return Ok(None);
+        };
+        if view.core.state != State::Held {
+            return Ok(None);
+        }
+        let mandate = self.engine.mandate();
+        Ok(Some(approval::Held {
+            tool: view.call.tool.to_string(),
+            amount_minor: view.call.amount.get(),
+            currency: view.call.currency,
+            subject: view.call.subject_id.clone(),
+            payee: view.call.payee.clone(),
+            reason: view.reason.clone(),
+            mandate_id: mandate.mandate_id.to_string(),
+            mandate_hash: view.mandate_hash.clone(),
+            key,
+        }))
+    }
+
+    async fn still_as_shown(&self, held: &approval::Held) -> Result<bool, McpError> {
+        Ok(self.read_intent(&held.key).await?.is_some_and(|view| {
+            view.core.state == State::Held
+                && view.call.amount.get() == held.amount_minor
+                && view.call.currency == held.currency
+                && view.mandate_hash == held.mandate_hash
+        }))
+    }
+
+    /// The intent's answer as it stands now (after a decline, `PREVIOUSLY_BLOCKED`).
+    async fn current_answer(&self, key: &IntentKey, fallback: Answer) -> Result<Answer, McpError> {
+        Ok(match self.read_intent(key).await? {
+            Some(view) => interlock_engine::answer::of_intent(
+                &view,
+                interlock_engine::answer::Said::Replay,
+                Vec::new(),
+            ),
+            None => fallback,
+        })
+    }
+
+    async fn read_intent(
+        &self,
+        key: &IntentKey,
+    ) -> Result<Option<interlock_engine::IntentView>, McpError> {
+        let engine = self.engine.clone();
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || engine.ledger().read_intent(&key))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the ledger task failed: {e}"), None))?
+            .map_err(|e| McpError::internal_error(format!("cannot read the intent: {e}"), None))
+    }
+}
+
+fn undecided(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("Interlock could not decide this call: {e}"), None)
 }
 
 /// The one log line of a `tools/call` decision (stderr, target `interlock::server`): SIK, tool,
@@ -346,14 +486,15 @@ impl ServerHandler for ProxyServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let proxy = self.0.clone();
         let started = Instant::now();
         let tool = request.name.to_string();
+        let client = context.peer.clone();
         // Worked to its end, and logged, in its own task even if the agent goes away mid-call.
         let result = tokio::spawn(async move {
-            let result = proxy.call(request).await;
+            let result = proxy.call(request, Some(client)).await;
             log_decision(&tool, &result, started.elapsed());
             result
         })

@@ -191,6 +191,22 @@ fn check_every_scene(summary: &Value) {
     assert!(stamped(&attempts, "refunds", None).is_empty());
     assert_eq!(attempts["call_counters"]["money_calls"], 8);
 
+    // Approvals in the client: the approved settlement and the one approved later by the CLI
+    // moved money; the declined one did not.
+    let approvals = inspect(summary["approvals_journal"].as_str().unwrap());
+    let settled = stamped(&approvals, "settlements", None);
+    let amounts: BTreeSet<u64> = settled
+        .iter()
+        .map(|e| e["amount_requested"].as_u64().expect("an amount"))
+        .collect();
+    assert_eq!(
+        settled.len(),
+        2,
+        "approved in the client, then by the CLI: {settled:?}"
+    );
+    assert_eq!(amounts, BTreeSet::from([10_000, 30_000]), "{settled:?}");
+    assert_eq!(settled[0]["id"], summary["approvals_entities"][0]);
+
     let restart = inspect(summary["restart_journal"].as_str().unwrap());
     let paid = stamped(&restart, "refunds", Some("pay_3007"));
     assert_eq!(paid.len(), 1, "killed mid-call, paid once: {paid:?}");

@@ -1,7 +1,10 @@
 """Drive `interlock serve` with the Python `mcp` 2.x client (a real MCP peer no one here wrote),
 in front of `interlock-rail-mock`, through every reason code an agent can meet.
 
-Usage: e2e.py --interlock BIN --mock MOCK --dir DIR --pins PINS_JSON
+Usage: e2e.py [--transport stdio|http] --interlock BIN --mock MOCK --dir DIR --pins PINS_JSON
+
+Every scene runs over either transport: stdio (the proxy as the client's child), or streamable
+HTTP (`interlock serve --listen` with an agents file and a bearer token).
 
 PINS_JSON is `interlock pin --json` of the mock. Each scene writes its own mandate (as JSON,
 which is YAML), seed, ledger and journal under DIR and starts its own proxy:
@@ -33,6 +36,16 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
 - operator: a 504 after apply, then six failing list calls: QUARANTINED (about two minutes of
   backing-off passes, run beside the other scenes); `interlock resolve --applied`; the retry is
   an IDEMPOTENT_REPLAY in words.
+- approvals: held settlements put to the user through the client's elicitation callback (the
+  form names the agent, tool, amount in digits and words, mandate and SIK, and requires an
+  explicit choice): approve -> APPLIED; decline -> PREVIOUSLY_BLOCKED; no answer within
+  --approval-wait-ms -> still HELD, then `interlock approve` releases it; the approval is single
+  use (the replay asks nobody, a second `interlock approve` is refused) and recorded as given in
+  the client by the agent. The held scene's client declares no elicitation: today's answers.
+- http (--transport http only): two agents with their own tokens and mandates on one server and
+  one ledger: no token / an unknown token -> 401 with `WWW-Authenticate: Bearer`; a session
+  used with the other agent's token -> 404; each agent judged by its own ceiling; the same
+  refund asked by both paid once.
 - Every replay's text is checked in `expect`: its sentence, the entity, "nothing was sent
   again", and no stale error words.
 - rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
@@ -65,6 +78,7 @@ import socket
 import time
 
 from mcp import ClientSession, StdioServerParameters
+from mcp_types import ElicitResult
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -277,11 +291,12 @@ class Session:
     """`interlock serve ARGS` with a Python client session on it: over the child's stdio, or,
     when ARGS say `--listen`, over streamable HTTP with the run's bearer token."""
 
-    def __init__(self, rig, args, command=None, message_handler=None, token=None):
+    def __init__(self, rig, args, command=None, message_handler=None, token=None, elicitation_callback=None):
         self.command = command or rig.interlock
         self.args = args
         self.params = StdioServerParameters(command=self.command, args=args, env=env())
         self.message_handler = message_handler
+        self.elicitation_callback = elicitation_callback
         self.listen = args[args.index("--listen") + 1] if "--listen" in args else None
         self.token = token or TOKEN
         self.log = os.path.join(rig.dir, f"serve-{os.getpid()}-{id(self)}.stderr")
@@ -296,7 +311,8 @@ class Session:
             self._transport = http_client(self.listen, self.token)
             read, write = await self._transport.__aenter__()
         self._session = ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT,
-                                      message_handler=self.message_handler)
+                                      message_handler=self.message_handler,
+                                      elicitation_callback=self.elicitation_callback)
         session = await self._session.__aenter__()
         init = await session.initialize()
         check(init.server_info.name == "interlock", f"server {init.server_info}")
@@ -476,6 +492,68 @@ async def held_scene(rig, summary):
         expect(await settle(s, 80000, "too big"), "SETTLEMENT_EXCEEDS_BALANCE", "REFUSED",
                ["80000 exceeds the"])
         summary["settlement_entity"] = replay["rail_entity_id"]
+
+
+async def approvals_scene(rig, summary):
+    """Held settlements put to the user through the client's elicitation form: approve carries
+    it out, decline refuses it for good, no answer in time leaves it held for the CLI; the
+    approval is single use and recorded as given in the client by the agent's identity."""
+    mandate = rig.mandate("approvals")
+    # Reads 2, 4 and 5 (the three settlements' balance reads) outlive the call bound: three
+    # settlements held. `slow` numbers every class alike, so read 1 is a plain read and money
+    # call 1 (the approved settlement) is not slowed.
+    journal, db, args = rig.serve(
+        "approvals", mandate, faults="slow=2500@2,slow=2500@4-5",
+        flags=["--call-timeout-ms", "1000", "--approval-wait-ms", "2000"],
+    )
+    summary["approvals_journal"] = journal
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        schema = params.requested_schema
+        check(schema["required"] == ["decision"] and "default" not in schema["properties"]["decision"],
+              f"an explicit choice, no default: {schema}")
+        if "100.00 INR" in params.message:
+            return ElicitResult(action="accept", content={"decision": "approve", "note": "checked the bank"})
+        if "200.00 INR" in params.message:
+            return ElicitResult(action="decline")
+        await asyncio.sleep(4)  # longer than --approval-wait-ms: no answer in time
+        return ElicitResult(action="accept", content={"decision": "approve"})
+
+    async with Session(rig, args, elicitation_callback=on_elicit) as s:
+        read = await call(s, "fetch_payment", {"payment_id": "pay_1002"})
+        check(read.is_error is not True, f"a read asks nobody: {text_of(read)}")
+        approved = expect(await settle(s, 10000, "payout one"), "APPLIED", "APPLIED")
+        form = asked[0]
+        for word in ("agent_support_bot", "create_instant_settlement",
+                     "100.00 INR (one hundred INR and 00/100; 10000 minor units)",
+                     "mnd_approvals", approved["sik"], "held for a human"):
+            check(word in form, f"{word!r} in the form: {form!r}")
+        declined = expect(await settle(s, 20000, "payout two"), "PREVIOUSLY_BLOCKED", "REFUSED",
+                          ["declined in the MCP client"])
+        waited = expect(await settle(s, 30000, "payout three"), "REFERENT_UNRESOLVABLE_HELD", "HELD")
+        check(len(asked) == 3, f"one form per held call: {len(asked)}")
+
+        # The approval was single use: the same action again is a replay, nobody is asked, and
+        # the CLI cannot approve it a second time.
+        expect(await settle(s, 10000, "payout one"), "IDEMPOTENT_REPLAY", "APPLIED")
+        check(len(asked) == 3, f"a replay asks nobody: {len(asked)}")
+        _, mock = rig.mock_args("approvals")
+        again = rig.cli("approve", approved["sik"], "--mandate", mandate, "--db", db, "--by", "ops@example.com",
+                        "--why", "twice", "--json", "--", *mock)
+        check(again.returncode != 0, f"a second approval is refused: {again.stdout} {again.stderr}")
+        shown = rig.cli("ledger", "--db", db, "--json", "show", approved["sik"])
+        check(shown.returncode == 0 and f"{AGENT} via the MCP client" in shown.stdout,
+              f"the approval is recorded as the agent's, in the client: {shown.stdout} {shown.stderr}")
+
+        # Not answered in time: still held, and the CLI still works.
+        released = rig.cli("approve", waited["sik"], "--mandate", mandate, "--db", db, "--by", "ops@example.com",
+                           "--why", "the human answered late", "--json", "--", *mock)
+        check(released.returncode == 0 and json.loads(released.stdout)["outcome"] == "APPLIED",
+              f"approve after the wait: {released.stdout} {released.stderr}")
+        summary["approvals_entities"] = [approved["rail_entity_id"]]
+        del declined
 
 
 async def tight_scene(rig, summary):
@@ -834,6 +912,7 @@ SCENES = {
     "guards": lambda rig, summary: guard_scenes(rig),
     "reconciled": lambda rig, summary: reconciled_scene(rig, summary),
     "operator": lambda rig, summary: operator_scene(rig, summary),
+    "approvals": lambda rig, summary: approvals_scene(rig, summary),
 }
 # Scenes only the HTTP transport has.
 HTTP_SCENES = {
