@@ -265,10 +265,19 @@ impl Proxy {
                 };
                 let live = self.upstream.live_tool(&tools, &held.tool);
                 let why = format!("approved in the MCP client (elicitation). {note}");
-                self.engine
+                match self
+                    .engine
                     .approve_async(&held.key, &by, why.trim(), live.as_ref())
                     .await
-                    .map_err(undecided)
+                {
+                    Ok(answer) => Ok(answer),
+                    // Another approval or a rejection got there first (a second form for the
+                    // same intent, the CLI): the intent's answer as it stands.
+                    Err(e) => {
+                        tracing::warn!(sik = %held.key.sik, "approved in the client, but not released: {e}");
+                        self.current_answer(&held.key, held_answer).await
+                    }
+                }
             }
             approval::Decision::Decline { note } => {
                 let engine = self.engine.clone();
