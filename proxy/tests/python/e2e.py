@@ -45,7 +45,8 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
 - http (--transport http only): two agents with their own tokens and mandates on one server and
   one ledger: no token / an unknown token -> 401 with `WWW-Authenticate: Bearer`; a session
   used with the other agent's token -> 404; each agent judged by its own ceiling; the same
-  refund asked by both paid once.
+  refund asked by both paid once; a body past 256 KiB -> 413; a 17th open session of one agent ->
+  429 (the other agent unaffected), room again once one is closed.
 - Every replay's text is checked in `expect`: its sentence, the entity, "nothing was sent
   again", and no stale error words.
 - rogue (AGENT_MISMATCH), untrusted (SERVER_UNTRUSTED), usd (CURRENCY_NOT_ALLOWED), unpinned
@@ -849,6 +850,26 @@ async def http_scene(rig, summary):
             replay = expect(await refund(ops_session, "pay_3003", 10000), "IDEMPOTENT_REPLAY", "APPLIED")
             check(replay["rail_entity_id"] == small_one["rail_entity_id"], f"one entity: {replay} {small_one}")
             summary["http_entities"] = [applied["rail_entity_id"], small_one["rail_entity_id"]]
+
+        # The bounds: a body past 256 KiB is 413; a 17th open session of one agent is 429, and
+        # closing one makes room. (The SDK sessions above are closed: their DELETEs freed them.)
+        async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as raw:
+            huge = dict(INITIALIZE, params=dict(INITIALIZE["params"], padding="x" * (300 * 1024)))
+            r = await raw.post(url, json=huge, headers=mcp_headers(TOKEN))
+            check(r.status_code == 413, f"a 300 KiB body: {r.status_code}")
+            opened = []
+            for _ in range(16):
+                r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(ops_token))
+                check(r.status_code == 200, f"session {len(opened) + 1} of 16: {r.status_code} {r.text}")
+                opened.append(r.headers["mcp-session-id"])
+            r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(ops_token))
+            check(r.status_code == 429 and "16 sessions" in r.text, f"a 17th session: {r.status_code} {r.text}")
+            r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(TOKEN))
+            check(r.status_code == 200, f"the other agent is not bounded by ops' sessions: {r.status_code}")
+            r = await raw.delete(url, headers=mcp_headers(ops_token, opened[0]))
+            check(r.status_code == 204, f"closing one: {r.status_code}")
+            r = await raw.post(url, json=INITIALIZE, headers=mcp_headers(ops_token))
+            check(r.status_code == 200, f"room again after closing one: {r.status_code} {r.text}")
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 10)
