@@ -216,6 +216,9 @@ fuzz_target!(|data: &[u8]| {
             engine: engine.clone(),
             upstream: upstream.clone(),
             agent_id: AgentId::parse(AGENT).unwrap(),
+            // A held call is answered as held: the fuzzer's frames never answer an elicitation,
+            // and waiting for one would only slow every run down.
+            approval_wait: None,
         }));
         let (mut stdin, stdin_read) = tokio::io::duplex(PIPE_BYTES);
         let (stdout_write, stdout) = tokio::io::duplex(PIPE_BYTES);
