@@ -103,6 +103,68 @@ async fn timed(client: &Client, tool: &str, args: Value, what: &str) -> Res<Dura
     }
 }
 
+/// What `interlock serve` on the measured path is started with.
+struct ThroughArgs<'a> {
+    interlock: &'a std::path::Path,
+    dir: &'a std::path::Path,
+    mandate_file: &'a std::path::Path,
+    agent: &'a str,
+    transport: Transport,
+}
+
+/// Starts `interlock serve` in front of the mock `rail_argv` on the chosen transport and
+/// connects to it; over HTTP, also the server process (killed when dropped).
+async fn start_through(
+    args: &ThroughArgs<'_>,
+    rail_argv: Vec<std::ffi::OsString>,
+) -> Res<(Client, Option<tokio::process::Child>)> {
+    let mut cmd = tokio::process::Command::new(args.interlock);
+    cmd.arg("serve").arg("--db").arg(args.dir.join("ledger.db"));
+    let token = "ilk_bench_latency";
+    let listen = match args.transport {
+        Transport::Stdio => {
+            cmd.arg("--mandate")
+                .arg(args.mandate_file)
+                .args(["--agent", args.agent]);
+            None
+        }
+        Transport::Http => {
+            let agents = args.dir.join("agents.yaml");
+            let entry = json!({"agents": [{"id": args.agent, "mandate": args.mandate_file,
+                "token_sha256": interlock_spec::hash::sha256_hex(token.as_bytes())}]});
+            std::fs::write(&agents, entry.to_string())
+                .map_err(|e| format!("write agents file: {e}"))?;
+            let listen = mcp::free_loopback_port()?;
+            cmd.arg("--listen")
+                .arg(listen.to_string())
+                .arg("--agents")
+                .arg(&agents);
+            Some(listen)
+        }
+    };
+    cmd.arg("--")
+        .args(rail_argv)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .env_remove("RAZORPAY_KEY_ID");
+    let Some(listen) = listen else {
+        return Ok((
+            mcp::connect(cmd, Stdio::null(), "interlock serve").await?,
+            None,
+        ));
+    };
+    let server = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn interlock serve --listen: {e}"))?;
+    let client = mcp::connect_http(listen, token, "interlock serve --listen").await?;
+    Ok((client, Some(server)))
+}
+
 /// Runs the latency benchmark and prints its figures.
 pub fn latency(args: LatencyArgs) -> Res<()> {
     if args.calls == 0 {
@@ -147,59 +209,15 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         let direct_cmd = tokio::process::Command::from(rail("direct-rail.db").command());
         let direct = mcp::connect(direct_cmd, Stdio::null(), "the direct mock").await?;
 
-        let mut through_cmd = tokio::process::Command::new(&interlock);
-        through_cmd
-            .arg("serve")
-            .arg("--db")
-            .arg(dir.join("ledger.db"));
-        let token = "ilk_bench_latency";
-        let listen = match args.transport {
-            Transport::Stdio => {
-                through_cmd
-                    .arg("--mandate")
-                    .arg(&mandate_file)
-                    .args(["--agent", agent]);
-                None
-            }
-            Transport::Http => {
-                let agents = dir.join("agents.yaml");
-                let entry = json!({"agents": [{"id": agent, "mandate": &mandate_file,
-                    "token_sha256": interlock_spec::hash::sha256_hex(token.as_bytes())}]});
-                std::fs::write(&agents, entry.to_string())
-                    .map_err(|e| format!("write agents file: {e}"))?;
-                let listen = mcp::free_loopback_port()?;
-                through_cmd
-                    .arg("--listen")
-                    .arg(listen.to_string())
-                    .arg("--agents")
-                    .arg(&agents);
-                Some(listen)
-            }
+        let through_args = ThroughArgs {
+            interlock: &interlock,
+            dir,
+            mandate_file: &mandate_file,
+            agent,
+            transport: args.transport,
         };
-        through_cmd
-            .arg("--")
-            .args(rail("through-rail.db").argv())
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .env_remove("RAZORPAY_KEY_ID");
-        let (through, _server) = match listen {
-            None => (
-                mcp::connect(through_cmd, Stdio::null(), "interlock serve").await?,
-                None,
-            ),
-            Some(listen) => {
-                let server = through_cmd
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| format!("spawn interlock serve --listen: {e}"))?;
-                let client = mcp::connect_http(listen, token, "interlock serve --listen").await?;
-                (client, Some(server))
-            }
-        };
+        let (through, _server) =
+            start_through(&through_args, rail("through-rail.db").argv()).await?;
 
         let read_args = || json!({"payment_id": payment_id(0)});
         for _ in 0..args.warmup {

@@ -28,15 +28,7 @@ pub async fn connect(cmd: tokio::process::Command, stderr: Stdio, what: &str) ->
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("spawn {what}: {e}"))?;
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve(transport))
-        .await
-        .map_err(|_| {
-            format!(
-                "{what}: no MCP handshake within {} s",
-                HANDSHAKE_TIMEOUT.as_secs()
-            )
-        })?
-        .map_err(|e| format!("{what}: MCP handshake: {e}"))
+    within_handshake(().serve(transport), what).await
 }
 
 /// Completes the MCP handshake over a server's stdio that the caller spawned (and watches).
@@ -45,7 +37,15 @@ pub async fn serve(
     stdin: tokio::process::ChildStdin,
     what: &str,
 ) -> Res<Client> {
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve((stdout, stdin)))
+    within_handshake(().serve((stdout, stdin)), what).await
+}
+
+/// Waits for `handshake` at most [`HANDSHAKE_TIMEOUT`], naming `what` in either error.
+async fn within_handshake<E: std::fmt::Display>(
+    handshake: impl std::future::Future<Output = Result<Client, E>>,
+    what: &str,
+) -> Res<Client> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
         .await
         .map_err(|_| {
             format!(
@@ -78,15 +78,7 @@ pub async fn connect_http(addr: std::net::SocketAddr, token: &str, what: &str) -
     let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
         .auth_header(token);
     let transport = StreamableHttpClientTransport::from_config(config);
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, ().serve(transport))
-        .await
-        .map_err(|_| {
-            format!(
-                "{what}: no MCP handshake within {} s",
-                HANDSHAKE_TIMEOUT.as_secs()
-            )
-        })?
-        .map_err(|e| format!("{what}: MCP handshake: {e}"))
+    within_handshake(().serve(transport), what).await
 }
 
 /// The request for `tool` with `args` (an object; anything else sends no arguments).
