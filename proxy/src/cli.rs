@@ -243,6 +243,15 @@ pub(crate) struct ServeArgs {
     /// it held (`interlock approve` still works). 0: never ask.
     #[arg(long, env = "INTERLOCK_APPROVAL_WAIT_MS", default_value_t = crate::approval::APPROVAL_WAIT_DEFAULT_MS)]
     pub(crate) approval_wait_ms: u64,
+    /// Export traces (OTLP over http/protobuf) to this collector, e.g. http://127.0.0.1:4318
+    /// (`/v1/traces` is appended). Without it, the standard OTEL_EXPORTER_OTLP_ENDPOINT /
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn tracing on; with neither it is off.
+    #[arg(long, value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
+    /// Record each call's arguments and result text on its span (cut at 4 KiB). Off by
+    /// default: they carry amounts, payment ids and customer data.
+    #[arg(long, env = "INTERLOCK_OTEL_RECORD_PAYLOADS")]
+    pub(crate) otel_record_payloads: bool,
     /// The upstream command and its arguments.
     #[arg(last = true, required = true)]
     pub(crate) upstream: Vec<String>,

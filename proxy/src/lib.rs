@@ -13,4 +13,5 @@ pub mod http;
 pub mod init;
 mod serve;
 pub mod server;
+pub mod telemetry;
 pub mod upstream;

@@ -17,6 +17,7 @@ use crate::cli::{
 };
 use crate::http::{self, Fleet};
 use crate::server::{Proxy, ProxyServer};
+use crate::telemetry::{self, Telemetry, Transport};
 use crate::upstream::{McpRail, Upstream};
 
 /// How long in-flight answers get to flush when the server stops.
@@ -25,13 +26,32 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Runs `interlock serve` to its end.
 pub(crate) fn serve(args: ServeArgs) -> Result<(), String> {
     refuse_live_unless_allowed(&args.upstream, args.allow_live, "start")?;
+    let traces = telemetry::settings(args.otlp_endpoint.as_deref(), |name| {
+        std::env::var(name).ok()
+    })?;
+    let provider = traces.as_ref().map(telemetry::exporting).transpose()?;
+    if let Some(traces) = &traces {
+        tracing::info!(url = %traces.traces_url, payloads = args.otel_record_payloads, "exporting traces (OTLP)");
+    }
+    let transport = match args.listen {
+        None => Transport::Pipe,
+        Some(_) => Transport::Tcp,
+    };
+    let spans = provider
+        .as_ref()
+        .map(|p| Telemetry::on(p, args.otel_record_payloads, transport))
+        .unwrap_or_default();
     let rt = runtime()?;
     let served = match args.listen {
-        None => rt.block_on(stdio(&args)),
-        Some(addr) => rt.block_on(listen(&args, addr)),
+        None => rt.block_on(stdio(&args, spans)),
+        Some(addr) => rt.block_on(listen(&args, addr, spans)),
     };
     // Calls still blocked in the engine must not hold the process open.
     rt.shutdown_timeout(SHUTDOWN_GRACE);
+    // The last spans (this run's final calls) are sent before the process exits.
+    if let Some(provider) = provider {
+        telemetry::shutdown(provider);
+    }
     served
 }
 
@@ -114,14 +134,15 @@ async fn recover_and_reconcile(engine: Arc<Engine<McpRail>>, every_ms: u64) -> R
     Ok(())
 }
 
-async fn upstream(args: &ServeArgs) -> Result<Arc<Upstream>, String> {
-    let upstream = Arc::new(Upstream::spawn(&args.upstream, call_timeout(args)).await?);
+async fn upstream(args: &ServeArgs, spans: Telemetry) -> Result<Arc<Upstream>, String> {
+    let upstream = Upstream::spawn(&args.upstream, call_timeout(args)).await?;
+    let upstream = Arc::new(upstream.with_telemetry(spans));
     tracing::info!(server_id = %upstream.server_id, "upstream started");
     Ok(upstream)
 }
 
 /// One agent on stdin/stdout.
-async fn stdio(args: &ServeArgs) -> Result<(), String> {
+async fn stdio(args: &ServeArgs, spans: Telemetry) -> Result<(), String> {
     let (Some(mandate_path), Some(agent)) = (&args.mandate, &args.agent) else {
         return Err(
             "serve on stdio needs --mandate and --agent (or --listen and --agents for HTTP)"
@@ -131,7 +152,7 @@ async fn stdio(args: &ServeArgs) -> Result<(), String> {
     let mandate = load_active_mandate(mandate_path)?;
     let agent_id = AgentId::parse(agent).map_err(|e| format!("--agent: {e}"))?;
     let db = args.db.clone().unwrap_or_else(|| default_db(mandate_path));
-    let upstream = upstream(args).await?;
+    let upstream = upstream(args, spans).await?;
     verify_chain(&db)?;
     let engine = engine(args, &db, &upstream, mandate, instance_id()?)?;
     recover_and_reconcile(engine.clone(), args.reconcile_every_ms).await?;
@@ -162,7 +183,7 @@ async fn stdio(args: &ServeArgs) -> Result<(), String> {
 }
 
 /// Every agent of the agents file on streamable HTTP at `addr`.
-async fn listen(args: &ServeArgs, addr: SocketAddr) -> Result<(), String> {
+async fn listen(args: &ServeArgs, addr: SocketAddr, spans: Telemetry) -> Result<(), String> {
     let Some(agents_path) = &args.agents else {
         return Err(
             "--listen needs --agents FILE (the agents, their mandates and token hashes)".to_owned(),
@@ -180,7 +201,7 @@ async fn listen(args: &ServeArgs, addr: SocketAddr) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()?;
     // Without --db, one ledger next to the agents file, shared by every agent in it.
     let db = args.db.clone().unwrap_or_else(|| default_db(agents_path));
-    let upstream = upstream(args).await?;
+    let upstream = upstream(args, spans).await?;
     verify_chain(&db)?;
     let base = instance_id()?;
     let mut servers = Vec::with_capacity(specs.len());

@@ -19,7 +19,9 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::approval;
+use crate::telemetry::{self, Purpose};
 use crate::upstream::{Carriage, McpRail, Upstream, carriage, unguarded_message};
+use opentelemetry::context::FutureExt;
 
 /// What the proxy serves with.
 pub struct Proxy {
@@ -185,7 +187,11 @@ impl Proxy {
                         vec![gate_json(&g6)],
                     ));
                 }
-                return match self.upstream.call(&name, request.arguments).await {
+                return match self
+                    .upstream
+                    .call(&name, request.arguments, Purpose::Forward)
+                    .await
+                {
                     Ok(result) => Ok(result),
                     Err(e) => Ok(unavailable(&e)),
                 };
@@ -230,6 +236,7 @@ impl Proxy {
             }
             _ => answer,
         };
+        telemetry::record_answer(&answer);
         Ok(answer_result(&answer))
     }
 
@@ -368,9 +375,79 @@ fn undecided(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(format!("Interlock could not decide this call: {e}"), None)
 }
 
+/// What a `tools/call` answer says was decided, read from its `interlock` block: the log line
+/// and the request's span say the same thing because they read it here. A granted read
+/// forwarded unchanged carries no block: its verdict is `FORWARDED` (and the upstream's own
+/// `isError` is noted as `UPSTREAM_ERROR`).
+pub struct Decision {
+    /// `APPLIED`, `REFUSED`, …, or `FORWARDED`.
+    pub verdict: String,
+    /// The reason code.
+    pub reason: Option<String>,
+    /// The intent's SIK, once there is one.
+    pub sik: Option<String>,
+    /// The rail's entity, when applied.
+    pub entity: Option<String>,
+    /// The sentence.
+    pub message: Option<String>,
+    /// Each gate that ran, as `G2 ALLOW REFUND_WITHIN_CAPTURED`.
+    pub gates: Vec<String>,
+}
+
+impl Decision {
+    /// The decision `result` carries.
+    pub fn of(result: &CallToolResult) -> Decision {
+        let block = result
+            .structured_content
+            .as_ref()
+            .and_then(|content| content.get("interlock"));
+        let text = |key: &str| {
+            block
+                .and_then(|b| b.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let gates = block
+            .and_then(|b| b.get("gates"))
+            .and_then(Value::as_array)
+            .map(|gates| {
+                gates
+                    .iter()
+                    .map(|g| {
+                        let part = |key| g.get(key).and_then(Value::as_str).unwrap_or("-");
+                        format!(
+                            "{} {} {}",
+                            part("gate"),
+                            part("verdict"),
+                            part("reason_code")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (verdict, reason) = match block {
+            Some(_) => (
+                text("outcome").unwrap_or_else(|| "-".to_owned()),
+                text("reason_code"),
+            ),
+            None if result.is_error == Some(true) => {
+                ("FORWARDED".to_owned(), Some("UPSTREAM_ERROR".to_owned()))
+            }
+            None => ("FORWARDED".to_owned(), None),
+        };
+        Decision {
+            verdict,
+            reason,
+            sik: text("sik"),
+            entity: text("rail_entity_id"),
+            message: text("message"),
+            gates,
+        }
+    }
+}
+
 /// The one log line of a `tools/call` decision (stderr, target `interlock::server`): SIK, tool,
-/// verdict, reason code, latency and the sentence. A granted read forwarded unchanged carries no
-/// `interlock` block: its verdict is `FORWARDED` (and the upstream's own `isError` is noted).
+/// verdict, reason code, latency and the sentence.
 fn log_decision(
     tool: &str,
     result: &Result<CallToolResult, McpError>,
@@ -392,31 +469,15 @@ fn log_decision(
             return;
         }
     };
-    let block = result
-        .structured_content
-        .as_ref()
-        .and_then(|content| content.get("interlock"));
-    let text = |block: Option<&Value>, key: &str| {
-        block
-            .and_then(|b| b.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or("-")
-            .to_owned()
-    };
-    let (verdict, reason) = match block {
-        Some(_) => (text(block, "outcome"), text(block, "reason_code")),
-        None if result.is_error == Some(true) => {
-            ("FORWARDED".to_owned(), "UPSTREAM_ERROR".to_owned())
-        }
-        None => ("FORWARDED".to_owned(), "-".to_owned()),
-    };
+    let decision = Decision::of(result);
+    let dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
     tracing::info!(
-        sik = %text(block, "sik"),
+        sik = %dash(&decision.sik),
         tool = %tool,
-        verdict = %verdict,
-        reason = %reason,
+        verdict = %decision.verdict,
+        reason = %dash(&decision.reason),
         latency_ms = %latency_ms,
-        why = %text(block, "message"),
+        why = %dash(&decision.message),
         "decision"
     );
 }
@@ -456,16 +517,9 @@ pub fn server_config() -> ServerConfig {
     )
 }
 
-impl ServerHandler for ProxyServer {
-    fn get_info(&self) -> ServerConfig {
-        server_config()
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
+impl ProxyServer {
+    /// The granted tools whose live definitions match their pins, as the agent is shown them.
+    async fn listed(&self) -> Result<ListToolsResult, McpError> {
         let proxy = &self.0;
         let tools = proxy.upstream.tools().await.map_err(|e| {
             McpError::internal_error(format!("cannot list the upstream's tools: {e}"), None)
@@ -491,6 +545,24 @@ impl ServerHandler for ProxyServer {
         }
         Ok(ListToolsResult::with_all_items(listed))
     }
+}
+
+impl ServerHandler for ProxyServer {
+    fn get_info(&self) -> ServerConfig {
+        server_config()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let telemetry = self.0.upstream.telemetry();
+        let span = telemetry.server_span(request_of("tools/list", None, &context, None));
+        let listed = self.listed().with_context(span.clone()).await;
+        telemetry.end_server_span(&span, listed.as_ref().map(|_| None));
+        listed
+    }
 
     async fn call_tool(
         &self,
@@ -500,15 +572,54 @@ impl ServerHandler for ProxyServer {
         let proxy = self.0.clone();
         let started = Instant::now();
         let tool = request.name.to_string();
+        let telemetry = proxy.upstream.telemetry().clone();
+        let span = telemetry.server_span(request_of(
+            "tools/call",
+            Some(&tool),
+            &context,
+            request.arguments.as_ref(),
+        ));
         let client = context.peer.clone();
         // Worked to its end, and logged, in its own task even if the agent goes away mid-call.
         let result = tokio::spawn(async move {
-            let result = proxy.call(request, Some(client)).await;
+            let result = proxy
+                .call(request, Some(client))
+                .with_context(span.clone())
+                .await;
             log_decision(&tool, &result, started.elapsed());
+            telemetry.end_server_span(&span, result.as_ref().map(Some));
             result
         })
         .await
         .map_err(|e| McpError::internal_error(format!("the call task failed: {e}"), None))??;
         Ok(result.into())
+    }
+}
+
+/// What a request's SERVER span is told of it: its id, `_meta`, the negotiated protocol and,
+/// on streamable HTTP, its session.
+fn request_of<'a>(
+    method: &'a str,
+    tool: Option<&'a str>,
+    context: &'a RequestContext<RoleServer>,
+    arguments: Option<&'a serde_json::Map<String, Value>>,
+) -> telemetry::Request<'a> {
+    let session_id = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    telemetry::Request {
+        method,
+        tool,
+        id: context.id.to_string(),
+        meta: &context.meta,
+        protocol_version: context
+            .peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string()),
+        session_id,
+        arguments,
     }
 }

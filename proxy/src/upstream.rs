@@ -14,13 +14,16 @@ use interlock_spec::action::{ActionKind, ProposedAction};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ListToolsRequest,
+    PaginatedRequestParams, RequestMetaObject, RequestParamsMeta, ServerResult, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RoleClient, RoleServer, RunningService,
 };
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Map, Value};
+
+use crate::telemetry::{Purpose, Telemetry};
 
 /// The kill point inside a money call (with the `failpoints` feature): the request is out, the
 /// answer is not back. The engine's own points are `interlock_engine::KILL_POINTS`.
@@ -36,6 +39,10 @@ type Client = RunningService<RoleClient, UpstreamHandler>;
 /// The most agent sessions the upstream's `tools/list_changed` is passed on to at once: one on
 /// stdio; on HTTP, every live session (`crate::http` bounds them per agent, this bounds them all).
 pub const LIST_CHANGED_PEERS_MAX: usize = 4096;
+
+/// The most `tools/list` pages read from the upstream for one listing; an upstream whose
+/// cursor never ends is an error, not a loop.
+pub const LIST_PAGES_MAX: usize = 64;
 
 /// The client side's handler: passes the upstream's `tools/list_changed` on to the agents. (G6
 /// needs no cache to invalidate: every call and every listing reads the live definitions.)
@@ -74,6 +81,7 @@ pub struct Upstream {
     pub timeout: Duration,
     session: tokio::sync::Mutex<Session>,
     handler: UpstreamHandler,
+    telemetry: Telemetry,
 }
 
 struct Session {
@@ -97,6 +105,26 @@ pub enum CallError {
         /// When the next start is tried.
         retry_in: Duration,
     },
+}
+
+impl CallError {
+    /// The failure's `error.type` in a span.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Timeout => "timeout",
+            CallError::Service(_) => "service_error",
+            CallError::Restarting { .. } => "upstream_restarting",
+        }
+    }
+}
+
+/// A call's `error.type`: the upstream's failure, or `tool_error` for an `isError` result.
+fn error_type(called: &Result<CallToolResult, CallError>) -> Option<&'static str> {
+    match called {
+        Err(e) => Some(e.kind()),
+        Ok(result) if result.is_error == Some(true) => Some("tool_error"),
+        Ok(_) => None,
+    }
 }
 
 impl std::fmt::Display for CallError {
@@ -155,6 +183,7 @@ impl Upstream {
         let (client, server_id) = start(command, timeout, handler.clone()).await?;
         Ok(Upstream {
             handler,
+            telemetry: Telemetry::default(),
             command: command.to_vec(),
             server_id,
             timeout,
@@ -182,6 +211,7 @@ impl Upstream {
             .map_err(|e| format!("the upstream failed to initialize: {e}"))?;
         Ok(Upstream {
             handler,
+            telemetry: Telemetry::default(),
             command: Vec::new(),
             server_id: server_id_of(&client),
             timeout,
@@ -272,27 +302,89 @@ impl Upstream {
         agents.push(agent);
     }
 
-    /// The upstream's tools, now.
+    /// Spans for this upstream's requests (and the agents' requests the proxy serves with it).
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// The proxy's tracer (off unless configured).
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// The upstream's tools, now: every page asked of the upstream itself. (rmcp's
+    /// `list_all_tools` may answer from a cache the upstream's `ttlMs` controls, or with a stale
+    /// list when the upstream fails; G6 judges the live definitions, so neither will do.)
     pub async fn tools(&self) -> Result<Vec<Tool>, CallError> {
+        let span = self
+            .telemetry
+            .client_span("tools/list", None, Purpose::Listing);
+        let listed = self.list_pages(span.meta()).await;
+        span.end(listed.as_ref().err().map(CallError::kind));
+        listed
+    }
+
+    async fn list_pages(&self, meta: Option<RequestMetaObject>) -> Result<Vec<Tool>, CallError> {
         let client = self.client().await?;
-        match tokio::time::timeout(self.timeout, client.list_all_tools()).await {
+        let list = async {
+            let mut tools = Vec::new();
+            let mut cursor = None;
+            for _ in 0..LIST_PAGES_MAX {
+                let mut params = PaginatedRequestParams::default().with_cursor(cursor);
+                *params.meta_mut() = meta.clone();
+                let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+                    method: Default::default(),
+                    params: Some(params),
+                    extensions: Default::default(),
+                });
+                let page = match client.send_request(request).await {
+                    Ok(ServerResult::ListToolsResult(page)) => page,
+                    Ok(_) => {
+                        return Err(CallError::Service(
+                            "the upstream answered tools/list with something else".to_owned(),
+                        ));
+                    }
+                    Err(e) => return Err(CallError::Service(e.to_string())),
+                };
+                tools.extend(page.tools);
+                cursor = page.next_cursor;
+                if cursor.is_none() {
+                    return Ok(tools);
+                }
+            }
+            Err(CallError::Service(format!(
+                "the upstream's tools/list goes on past {LIST_PAGES_MAX} pages"
+            )))
+        };
+        match tokio::time::timeout(self.timeout, list).await {
             Err(_) => Err(CallError::Timeout),
-            Ok(Err(e)) => Err(CallError::Service(e.to_string())),
-            Ok(Ok(tools)) => Ok(tools),
+            Ok(listed) => listed,
         }
     }
 
-    /// One tool call, bounded by the timeout.
+    /// One tool call, bounded by the timeout; `purpose` names it in its span.
     pub async fn call(
         &self,
         tool: &str,
         args: Option<Map<String, Value>>,
+        purpose: Purpose,
     ) -> Result<CallToolResult, CallError> {
-        let client = self.client().await?;
+        let span = self
+            .telemetry
+            .client_span("tools/call", Some(tool), purpose);
         let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.meta = span.meta();
         if let Some(args) = args {
             params = params.with_arguments(args);
         }
+        let called = self.call_once(params).await;
+        span.end(error_type(&called));
+        called
+    }
+
+    async fn call_once(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
+        let client = self.client().await?;
         match tokio::time::timeout(self.timeout, client.call_tool(params)).await {
             Err(_) => Err(CallError::Timeout),
             Ok(Err(e)) => Err(CallError::Service(e.to_string())),
@@ -308,10 +400,22 @@ impl Upstream {
     pub async fn call_money(
         &self,
         tool: &str,
+        sik: &str,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, CallError> {
+        let span = self
+            .telemetry
+            .client_span("tools/call", Some(tool), Purpose::RailCall);
+        span.set_sik(sik);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        params.meta = span.meta();
+        let called = self.send_money(params).await;
+        span.end(error_type(&called));
+        called
+    }
+
+    async fn send_money(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
         let client = self.client().await?;
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let exchange = async {
             let handle = client
@@ -437,11 +541,11 @@ pub struct McpRail {
 
 impl McpRail {
     /// A read: the object, or why not.
-    async fn read(&self, request: Request) -> Result<Value, RailError> {
+    async fn read(&self, request: Request, purpose: Purpose) -> Result<Value, RailError> {
         let tool = request.tool;
         let result = self
             .upstream
-            .call(&tool, Some(request.args))
+            .call(&tool, Some(request.args), purpose)
             .await
             .map_err(|e| RailError::Unavailable(format!("{tool}: {e}")))?;
         let text = text_of(&result);
@@ -457,19 +561,25 @@ impl McpRail {
         let hint = action.subject_hint.unwrap_or_default();
         match action.kind {
             ActionKind::Refund => {
-                let payment = self.read(profile.payment_request(&hint)?).await?;
+                let payment = self
+                    .read(profile.payment_request(&hint)?, Purpose::ReferentRead)
+                    .await?;
                 let order = match profile.order_request(&payment) {
-                    Some(request) => Some(self.read(request).await?),
+                    Some(request) => Some(self.read(request, Purpose::ReferentRead).await?),
                     None => None,
                 };
                 profile.payment_referent(&payment, order.as_ref())
             }
             ActionKind::Settlement | ActionKind::Transfer | ActionKind::ScheduledTransfer => {
-                let balance = self.read(profile.balance_request()?).await?;
+                let balance = self
+                    .read(profile.balance_request()?, Purpose::ReferentRead)
+                    .await?;
                 profile.balance_referent(&balance)
             }
             ActionKind::ScheduledUpdate => {
-                let scheduled = self.read(profile.scheduled_request(&hint)?).await?;
+                let scheduled = self
+                    .read(profile.scheduled_request(&hint)?, Purpose::ReferentRead)
+                    .await?;
                 profile.scheduled_referent(&scheduled, &hint)
             }
         }
@@ -490,7 +600,9 @@ impl McpRail {
         // The driver sized its lease on this call ending within `timeout_ms`: abandon it then,
         // whatever the upstream's own timeout says.
         let deadline = Duration::from_millis(timeout_ms);
-        let call_once = self.upstream.call_money(call.tool.as_str(), args);
+        let call_once = self
+            .upstream
+            .call_money(call.tool.as_str(), call.sik.as_str(), args);
         let result = match tokio::time::timeout(deadline, call_once).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => {
@@ -508,7 +620,12 @@ impl McpRail {
     }
 
     async fn list_page_owned(&self, query: ListQuery, at: PageAt) -> Result<ListPage, RailError> {
-        let collection = self.read(self.profile.list_request(&query, at)?).await?;
+        let collection = self
+            .read(
+                self.profile.list_request(&query, at)?,
+                Purpose::ReconcilePage,
+            )
+            .await?;
         self.profile.list_page(query.kind, &collection)
     }
 }
