@@ -700,6 +700,80 @@ mod tests {
         }
     }
 
+    /// An upstream whose tools/list says "cache this for an hour" and changes a description
+    /// every time it is asked; or, `endless`, whose cursor never ends.
+    struct Fickle {
+        listed: std::sync::atomic::AtomicU32,
+        endless: bool,
+    }
+
+    impl rmcp::ServerHandler for Fickle {
+        fn get_info(&self) -> rmcp::model::ServerConfig {
+            rmcp::model::ServerConfig::new(
+                rmcp::model::ServerCapabilities::builder()
+                    .enable_tools()
+                    .build(),
+            )
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<RoleServer>,
+        ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+            let n = self
+                .listed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let tool = Tool::new(
+                "fetch_payment",
+                format!("version {n}"),
+                Arc::new(Map::new()),
+            );
+            let mut result = rmcp::model::ListToolsResult::with_all_items(vec![tool]);
+            result.ttl_ms = Some(3_600_000);
+            if self.endless {
+                result.next_cursor = Some(format!("page-{n}"));
+            }
+            Ok(result)
+        }
+    }
+
+    async fn fickle(endless: bool) -> Upstream {
+        let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+        let server = Fickle {
+            listed: Default::default(),
+            endless,
+        };
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(tokio::io::split(server_end)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        Upstream::over(tokio::io::split(client_end), Duration::from_secs(10))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_listing_asks_the_upstream_whatever_its_ttl_says() {
+        let upstream = fickle(false).await;
+        let first = upstream.tools().await.unwrap();
+        let second = upstream.tools().await.unwrap();
+        // A cached listing would show G6 the definition of an hour ago.
+        assert_eq!(first[0].description.as_deref(), Some("version 0"));
+        assert_eq!(second[0].description.as_deref(), Some("version 1"));
+    }
+
+    #[tokio::test]
+    async fn a_listing_that_never_ends_is_an_error_at_the_page_bound() {
+        let upstream = fickle(true).await;
+        let err = upstream.tools().await.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("past {LIST_PAGES_MAX} pages")),
+            "{err}"
+        );
+    }
+
     #[test]
     fn fees_are_read_absent_as_zero_and_unreadable_as_the_whole_amount() {
         let call = refund_call();
