@@ -875,6 +875,26 @@ async def http_scene(rig, summary):
         await asyncio.wait_for(proc.wait(), 10)
 
 
+async def inflight_scene(rig):
+    """The per-agent bound on requests in flight (32): forty reads at once from one agent on a
+    slow rail (5 s a call). Those past the bound are refused at once with the bound named (a JSON-RPC error,
+    nothing sent upstream); the rest are answered; once they have, there is room again."""
+    _, _, args = rig.serve("inflight", rig.mandate("inflight"), faults="slow=5000")
+    async with Session(rig, args) as s:
+        many = [call(s, "fetch_payment", {"payment_id": "pay_1002"}) for _ in range(40)]
+        results = await asyncio.gather(*many, return_exceptions=True)
+        refused = [r for r in results if isinstance(r, BaseException)]
+        answered = [r for r in results if not isinstance(r, BaseException)]
+        for e in refused:
+            check("32 requests in flight" in str(e), f"a refusal names the bound: {e!r}")
+        for r in answered:
+            check(r.is_error is not True, f"an answered read: {text_of(r)}")
+        # All forty leave within far less than the 5 s each takes upstream: exactly 32 hold a slot.
+        check((len(answered), len(refused)) == (32, 8), f"{len(answered)} answered, {len(refused)} refused")
+        again = await call(s, "fetch_payment", {"payment_id": "pay_1002"})
+        check(again.is_error is not True, f"room again once they answered: {text_of(again)}")
+
+
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e-raw", "version": "0"}}}
 
@@ -938,6 +958,7 @@ SCENES = {
 # Scenes only the HTTP transport has.
 HTTP_SCENES = {
     "http": lambda rig, summary: http_scene(rig, summary),
+    "inflight": lambda rig, summary: inflight_scene(rig),
 }
 
 
