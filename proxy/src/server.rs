@@ -573,9 +573,11 @@ impl ServerHandler for ProxyServer {
         let started = Instant::now();
         let tool = request.name.to_string();
         let telemetry = proxy.upstream.telemetry().clone();
+        // A name no mandate could grant is the agent's free text: not a span name.
+        let named = ToolName::parse(&tool).is_ok().then_some(tool.as_str());
         let span = telemetry.server_span(request_of(
             "tools/call",
-            Some(&tool),
+            named,
             &context,
             request.arguments.as_ref(),
         ));

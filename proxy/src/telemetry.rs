@@ -28,6 +28,8 @@ pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest argument or result text recorded with `--otel-record-payloads`; longer ones are
 /// cut at a character boundary and end with `…`.
 pub const PAYLOAD_ATTRIBUTE_BYTES_MAX: usize = 4096;
+/// The longest JSON-RPC id recorded (an id is the agent's to choose, and a frame may be 4 MiB).
+pub const REQUEST_ID_BYTES_MAX: usize = 128;
 /// The OTLP/HTTP path of traces, appended to a base endpoint.
 const TRACES_PATH: &str = "/v1/traces";
 
@@ -99,7 +101,8 @@ pub fn settings(
             if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
                 return Ok(None);
             }
-            match set("OTEL_TRACES_EXPORTER").as_deref().map(str::trim) {
+            let exporter = set("OTEL_TRACES_EXPORTER").map(|v| v.trim().to_ascii_lowercase());
+            match exporter.as_deref() {
                 None | Some("otlp") => {}
                 Some("none") => return Ok(None),
                 Some(other) => {
@@ -118,17 +121,19 @@ pub fn settings(
             }
         }
     };
-    for name in [
+    // The per-signal variable wins over the general one, as the exporter reads them.
+    let protocol = [
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
-    ] {
-        if let Some(protocol) = set(name)
-            && protocol.trim() != "http/protobuf"
-        {
-            return Err(format!(
-                "{name}={protocol}: Interlock exports OTLP over http/protobuf only"
-            ));
-        }
+    ]
+    .into_iter()
+    .find_map(|name| set(name).map(|value| (name, value)));
+    if let Some((name, protocol)) = protocol
+        && !protocol.trim().eq_ignore_ascii_case("http/protobuf")
+    {
+        return Err(format!(
+            "{name}={protocol}: Interlock exports OTLP over http/protobuf only"
+        ));
     }
     check_url(origin, &url)?;
     Ok(Some(Settings { traces_url: url }))
@@ -156,6 +161,11 @@ fn check_url(origin: &str, url: &str) -> Result<(), String> {
             format!("{origin}: {url:?} is not an http:// URL")
         });
     };
+    if rest.contains(['?', '#']) {
+        return Err(format!(
+            "{origin}: {url:?} has a query or fragment; give the collector's address and path only"
+        ));
+    }
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() || authority.contains('@') {
         return Err(format!(
@@ -190,14 +200,25 @@ pub fn provider(exporter: impl SpanExporter + 'static) -> SdkTracerProvider {
         .build();
     let mut resource = opentelemetry_sdk::Resource::builder()
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    // OTEL_SERVICE_NAME, when set, names the service (the SDK reads it); otherwise "interlock".
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+    // OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES' service.name, when set, names the service
+    // (the SDK reads both); otherwise "interlock".
+    let named = std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|attributes| {
+        attributes
+            .split(',')
+            .any(|kv| kv.trim().starts_with("service.name="))
+    });
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() && !named {
         resource = resource.with_service_name("interlock");
     }
-    SdkTracerProvider::builder()
+    let mut builder = SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(resource.build())
-        .build()
+        .with_resource(resource.build());
+    // Every money decision is traced unless the operator samples (OTEL_TRACES_SAMPLER, which
+    // the SDK reads): an agent's `traceparent` with its sampled flag off must not hide a call.
+    if std::env::var_os("OTEL_TRACES_SAMPLER").is_none() {
+        builder = builder.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn);
+    }
+    builder.build()
 }
 
 /// Sends what is queued and stops the exporter; run off the async threads (it blocks).
@@ -232,7 +253,10 @@ impl Telemetry {
         let parent = TraceContextPropagator::new().extract(&MetaFields(request.meta));
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", request.method.to_owned()),
-            KeyValue::new("jsonrpc.request.id", request.id),
+            KeyValue::new(
+                "jsonrpc.request.id",
+                bounded_to(request.id, REQUEST_ID_BYTES_MAX),
+            ),
             KeyValue::new("network.transport", on.transport_name()),
         ];
         if on.transport == Transport::Tcp {
@@ -278,6 +302,10 @@ impl Telemetry {
         match result {
             Err(e) => {
                 span.set_attribute(KeyValue::new("error.type", e.code.0.to_string()));
+                span.set_attribute(KeyValue::new(
+                    "rpc.response.status_code",
+                    e.code.0.to_string(),
+                ));
                 span.set_status(Status::error(e.message.to_string()));
             }
             Ok(None) => {}
@@ -296,7 +324,9 @@ impl Telemetry {
                 if !decision.gates.is_empty() {
                     span.set_attribute(KeyValue::new("interlock.gates", strings(&decision.gates)));
                 }
-                if on.record_payloads {
+                // The conventions record a result only when the tool ran; a refusal's words are
+                // in the reason code.
+                if on.record_payloads && result.is_error != Some(true) {
                     span.set_attribute(KeyValue::new(
                         "gen_ai.tool.call.result",
                         bounded(crate::upstream::text_of(result)),
@@ -382,8 +412,29 @@ pub struct Request<'a> {
     pub arguments: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
-/// An upstream request's span (nothing when tracing is off).
+/// An upstream request's span (nothing when tracing is off). One dropped before [`end`]
+/// (its caller stopped waiting: the driver's deadline on a money call) ends as `abandoned`, so
+/// an ambiguous rail call never looks like a clean one.
+///
+/// [`end`]: ClientSpan::end
 pub struct ClientSpan(Option<Context>);
+
+impl Drop for ClientSpan {
+    fn drop(&mut self) {
+        if let Some(cx) = self.0.take() {
+            finish(&cx, Some("abandoned"));
+        }
+    }
+}
+
+fn finish(cx: &Context, error_type: Option<&str>) {
+    let span = cx.span();
+    if let Some(error_type) = error_type {
+        span.set_attribute(KeyValue::new("error.type", error_type.to_owned()));
+        span.set_status(Status::error(error_type.to_owned()));
+    }
+    span.end();
+}
 
 impl ClientSpan {
     /// The `_meta` to send with the request: this span's `traceparent` (and `tracestate`).
@@ -395,16 +446,10 @@ impl ClientSpan {
     }
 
     /// Ends the span; `error_type` names a failure (`timeout`, `tool_error`, …).
-    pub fn end(self, error_type: Option<&str>) {
-        let Some(cx) = self.0 else {
-            return;
-        };
-        let span = cx.span();
-        if let Some(error_type) = error_type {
-            span.set_attribute(KeyValue::new("error.type", error_type.to_owned()));
-            span.set_status(Status::error(error_type.to_owned()));
+    pub fn end(mut self, error_type: Option<&str>) {
+        if let Some(cx) = self.0.take() {
+            finish(&cx, error_type);
         }
-        span.end();
     }
 
     /// Adds the intent's key to a rail call's span.
@@ -430,9 +475,14 @@ fn strings(values: &[String]) -> Value {
 }
 
 /// `text`, cut to [`PAYLOAD_ATTRIBUTE_BYTES_MAX`] at a character boundary.
-fn bounded(mut text: String) -> String {
-    if text.len() > PAYLOAD_ATTRIBUTE_BYTES_MAX {
-        let mut end = PAYLOAD_ATTRIBUTE_BYTES_MAX;
+fn bounded(text: String) -> String {
+    bounded_to(text, PAYLOAD_ATTRIBUTE_BYTES_MAX)
+}
+
+/// `text`, cut to `max` bytes at a character boundary, ending with `…` when cut.
+fn bounded_to(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
         while !text.is_char_boundary(end) {
             end -= 1;
         }
@@ -458,8 +508,11 @@ struct MetaFieldsMut<'a>(&'a mut RequestMetaObject);
 
 impl Injector for MetaFieldsMut<'_> {
     fn set(&mut self, key: &str, value: String) {
-        self.0
-            .insert(key.to_owned(), serde_json::Value::String(value));
+        // An empty `tracestate` says nothing; it is left out rather than sent.
+        if !value.is_empty() {
+            self.0
+                .insert(key.to_owned(), serde_json::Value::String(value));
+        }
     }
 }
 
@@ -568,6 +621,10 @@ mod tests {
             let err = url(None, &vars).unwrap_err();
             assert!(err.contains(words), "{vars:?}: {err}");
         }
+        // The per-signal protocol wins: http/protobuf for traces is fine whatever else says.
+        let traces = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "HTTP/Protobuf");
+        let general = ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
+        assert!(url(None, &[base, traces, general]).unwrap().is_some());
         let err = url(Some("https://c"), &[]).unwrap_err();
         assert!(err.starts_with("--otlp-endpoint"), "{err}");
     }
@@ -577,8 +634,11 @@ mod tests {
         assert_eq!(bounded("short".to_owned()), "short");
         let long = "₹".repeat(PAYLOAD_ATTRIBUTE_BYTES_MAX);
         let cut = bounded(long);
-        assert!(cut.len() <= PAYLOAD_ATTRIBUTE_BYTES_MAX + '…'.len_utf8());
+        // Cut at the last whole `₹` (3 bytes) at or before the bound, then the ellipsis.
+        let whole = PAYLOAD_ATTRIBUTE_BYTES_MAX / 3 * 3;
+        assert_eq!(cut.len(), whole + '…'.len_utf8());
         assert!(cut.ends_with('…'));
+        assert_eq!(bounded_to("abcdef".to_owned(), 3), "abc…");
     }
 
     #[test]
@@ -588,5 +648,31 @@ mod tests {
         let span = off.client_span("tools/call", Some("create_refund"), Purpose::RailCall);
         assert!(span.meta().is_none());
         span.end(Some("timeout"));
+        drop(off.client_span("tools/list", None, Purpose::Listing));
+    }
+
+    #[test]
+    fn a_client_span_dropped_before_its_end_says_abandoned() {
+        let exporter = opentelemetry_sdk::trace::InMemorySpanExporter::default();
+        let provider = provider(exporter.clone());
+        let on = Telemetry::on(&provider, false, Transport::Pipe);
+        drop(on.client_span("tools/call", Some("create_refund"), Purpose::RailCall));
+        on.client_span("tools/list", None, Purpose::Listing)
+            .end(None);
+        provider.force_flush().unwrap();
+        let spans = exporter.get_finished_spans().unwrap();
+        let error = |name: &str| {
+            let span = spans.iter().find(|s| s.name == name).unwrap();
+            span.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == "error.type")
+                .map(|kv| kv.value.as_str().into_owned())
+        };
+        assert_eq!(
+            error("tools/call create_refund").as_deref(),
+            Some("abandoned")
+        );
+        assert_eq!(error("tools/list"), None);
+        assert_eq!(spans.len(), 2, "each span ended once");
     }
 }

@@ -159,10 +159,15 @@ async fn world(name: &str, tracing: Option<bool>) -> World {
 }
 
 impl World {
-    /// A `tools/call` carrying the agent's `traceparent`.
+    /// A `tools/call` carrying the agent's `traceparent` (sampled).
     async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        self.call_flagged(tool, args, "01").await
+    }
+
+    /// A `tools/call` whose `traceparent` carries `flags`.
+    async fn call_flagged(&self, tool: &str, args: Value, flags: &str) -> CallToolResult {
         let mut meta = RequestMetaObject::new();
-        meta.set_traceparent(format!("00-{AGENT_TRACE}-{AGENT_SPAN}-01"));
+        meta.set_traceparent(format!("00-{AGENT_TRACE}-{AGENT_SPAN}-{flags}"));
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.meta = Some(meta);
         if let Value::Object(args) = args {
@@ -357,6 +362,34 @@ async fn a_refusal_and_a_forwarded_read_say_what_they_were() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_does_not_sample_cannot_hide_a_call() {
+    let world = world("unsampled", Some(false)).await;
+    world
+        .call_flagged(
+            "create_refund",
+            json!({"payment_id": "pay_1002", "amount": 1000}),
+            "00",
+        )
+        .await;
+    let spans = world.spans();
+    let server = one(&spans, "tools/call create_refund", SpanKind::Server);
+    assert_eq!(server.span_context.trace_id().to_string(), AGENT_TRACE);
+    one(&spans, "tools/call create_refund", SpanKind::Client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_name_no_mandate_could_grant_is_not_a_span_name() {
+    let world = world("badname", Some(false)).await;
+    let name = "x".repeat(10_000);
+    let refused = world.call(&name, json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let spans = world.spans();
+    let server = one(&spans, "tools/call", SpanKind::Server);
+    assert!(attr(server, "gen_ai.tool.name").is_none());
+    assert_eq!(text(server, "interlock.verdict"), "REFUSED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payloads_are_recorded_only_when_asked_for() {
     let world = world("payloads", Some(true)).await;
     world
@@ -383,7 +416,6 @@ async fn off_exports_nothing_and_adds_no_meta() {
         )
         .await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
-    assert!(world.spans().is_empty());
     let frames = world.upstream_frames.lock().unwrap().clone();
     assert!(
         frames
@@ -428,7 +460,7 @@ async fn receive_one(listener: &tokio::net::TcpListener) -> Posted {
         if bytes.len() >= end + 4 + length {
             let body = bytes[end + 4..end + 4 + length].to_vec();
             socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n")
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                 .await
                 .unwrap();
             return Posted { head, body };
@@ -497,10 +529,14 @@ async fn the_binary_exports_its_spans_to_the_otlp_endpoint() {
         "interlock.upstream.purpose",
         "rail_call",
         "service.name",
-        "interlock",
     ] {
         assert!(contains(&body, needle), "the export carries {needle:?}");
     }
+    // The resource's service.name value: a protobuf string of 9 bytes (tag 0x0a, length 9).
+    assert!(
+        contains(&body, "\u{a}\u{9}interlock"),
+        "service.name = interlock"
+    );
 }
 
 #[test]
