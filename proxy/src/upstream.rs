@@ -43,6 +43,9 @@ pub const LIST_CHANGED_PEERS_MAX: usize = 4096;
 /// The most `tools/list` pages read from the upstream for one listing; an upstream whose
 /// cursor never ends is an error, not a loop.
 pub const LIST_PAGES_MAX: usize = 64;
+/// How long past a listing's deadline the backstop waits for rmcp's own timeout (which cancels
+/// the request upstream) before dropping the listing.
+const LIST_CANCEL_GRACE: Duration = Duration::from_millis(500);
 
 /// The client side's handler: passes the upstream's `tools/list_changed` on to the agents. (G6
 /// needs no cache to invalidate: every call and every listing reads the live definitions.)
@@ -327,6 +330,7 @@ impl Upstream {
 
     async fn list_pages(&self, meta: Option<RequestMetaObject>) -> Result<Vec<Tool>, CallError> {
         let client = self.client().await?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let list = async {
             let mut tools = Vec::new();
             let mut cursor = None;
@@ -338,8 +342,22 @@ impl Upstream {
                     params: Some(params),
                     extensions: Default::default(),
                 });
-                let page = match client.send_request(request).await {
+                // rmcp's own deadline on each page: when it passes, rmcp tells the upstream
+                // (`notifications/cancelled`) and forgets the request, where a dropped future
+                // would leave it pending until the upstream answered.
+                let mut options = PeerRequestOptions::no_options();
+                options.timeout =
+                    Some(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                let sent = client.send_cancellable_request(request, options).await;
+                let answered = match sent {
+                    Ok(handle) => handle.await_response().await,
+                    Err(e) => Err(e),
+                };
+                let page = match answered {
                     Ok(ServerResult::ListToolsResult(page)) => page,
+                    Err(rmcp::service::ServiceError::Timeout { .. }) => {
+                        return Err(CallError::Timeout);
+                    }
                     Ok(_) => {
                         return Err(CallError::Service(
                             "the upstream answered tools/list with something else".to_owned(),
@@ -357,7 +375,8 @@ impl Upstream {
                 "the upstream's tools/list goes on past {LIST_PAGES_MAX} pages"
             )))
         };
-        match tokio::time::timeout(self.timeout, list).await {
+        // A backstop a little past rmcp's deadline, should the send itself hang.
+        match tokio::time::timeout_at(deadline + LIST_CANCEL_GRACE, list).await {
             Err(_) => Err(CallError::Timeout),
             Ok(listed) => listed,
         }
@@ -752,6 +771,49 @@ mod tests {
         Upstream::over(tokio::io::split(client_end), Duration::from_secs(10))
             .await
             .unwrap()
+    }
+
+    /// An upstream whose tools/list never answers; it notes when the request is cancelled.
+    struct Hung(Arc<tokio::sync::Notify>);
+
+    impl rmcp::ServerHandler for Hung {
+        fn get_info(&self) -> rmcp::model::ServerConfig {
+            rmcp::model::ServerConfig::new(
+                rmcp::model::ServerCapabilities::builder()
+                    .enable_tools()
+                    .build(),
+            )
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            context: rmcp::service::RequestContext<RoleServer>,
+        ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+            context.ct.cancelled().await;
+            self.0.notify_one();
+            Err(rmcp::ErrorData::internal_error("cancelled", None))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_listing_past_its_deadline_is_cancelled_upstream() {
+        let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+        let cancelled = Arc::new(tokio::sync::Notify::new());
+        let server = Hung(cancelled.clone());
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(tokio::io::split(server_end)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let upstream = Upstream::over(tokio::io::split(client_end), Duration::from_millis(300))
+            .await
+            .unwrap();
+        assert!(matches!(upstream.tools().await, Err(CallError::Timeout)));
+        // The upstream was told: the request is not left pending on either side.
+        tokio::time::timeout(Duration::from_secs(5), cancelled.notified())
+            .await
+            .expect("the upstream saw notifications/cancelled");
     }
 
     #[tokio::test]
