@@ -307,8 +307,10 @@ impl Proposal {
         );
         self.phase = Phase::Deciding;
         if let Purpose::Approve { .. } = self.purpose {
+            // An approval compares the rail's answer with the held subject itself (and refuses).
             self.decide_approval(context, now, referent);
         } else {
+            let referent = referent.and_then(|found| of_the_subject_asked(&self.action, found));
             self.decide_new(context, now, referent);
         }
         self.invariants();
@@ -907,6 +909,23 @@ fn is_reversible(mandate: &Mandate, action: &ProposedAction) -> bool {
         grant.map(|g| g.reversibility),
         Some(Reversibility::Reversible)
     )
+}
+
+/// A read answered about another subject than the one asked for (a wrong or hostile upstream,
+/// crossed answers) is no reading of the one asked for: it is judged unreadable, never taken
+/// as the subject of the call, which would point the money at an object the agent never named.
+fn of_the_subject_asked(action: &ProposedAction, found: Referent) -> Result<Referent, String> {
+    match &action.subject_hint {
+        Some(asked)
+            if !matches!(found, Referent::Balance { .. }) && found.subject_id() != asked =>
+        {
+            Err(format!(
+                "the rail answered the read of {asked} with {}; not trusted as {asked}",
+                found.subject_id()
+            ))
+        }
+        _ => Ok(found),
+    }
 }
 
 /// The subject and currency the key is computed over: the referent's, or, when the rail could

@@ -451,3 +451,37 @@ fn an_action_without_a_canonical_form_is_an_error_not_a_panic() {
     assert!(engine.rail().executed().is_empty());
     engine.ledger().verify_chain().unwrap();
 }
+
+#[test]
+fn a_read_answered_about_another_payment_never_points_the_money_at_it() {
+    let world = World::new();
+    let rail = std::sync::Arc::new(world.rail());
+    // A wrong (or hostile) upstream: the read of pay_1002 comes back as pay_2000, a payment the
+    // agent never named, with room for the refund.
+    let mut crossed = Twisted::new(std::sync::Arc::clone(&rail));
+    crossed.on_resolve = Some(Box::new(|referent| {
+        if let interlock_engine::Referent::Payment(payment) = referent {
+            payment.id = "pay_2000".to_owned();
+            payment.amount = interlock_spec::money::Minor::new(1_000_000).unwrap();
+        }
+    }));
+    let engine = world.engine(crossed, "p1");
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert!(
+        answer.message.contains("pay_2000") && answer.message.contains("pay_1002"),
+        "{answer:#?}"
+    );
+    assert!(
+        rail.executed()
+            .iter()
+            .all(|call| call.subject_id == "pay_1002"),
+        "money pointed at a payment the agent never named: {:?}",
+        rail.executed()
+    );
+    assert!(rail.executed().is_empty(), "{answer:#?}");
+    assert_ne!(answer.outcome, Outcome::Applied, "{answer:#?}");
+    assert_eq!(answer.reason_code, ReasonCode::ReferentUnresolvableBlocked);
+    assert_all_invariants(&world, engine.ledger(), &rail);
+}
