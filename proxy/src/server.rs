@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use interlock_engine::gates::{self, GateResult};
+use interlock_engine::gates::{self, GateResult, LiveTool};
 use interlock_engine::{Answer, Engine, IntentKey, Outcome};
 use interlock_machine::State;
 use interlock_spec::ids::{AgentId, ToolName};
@@ -172,30 +172,7 @@ impl Proxy {
         let definition = tools.iter().find(|t| t.name == name);
         let kind = match carriage(self.profile(), &name, definition) {
             Carriage::Money(kind) => kind,
-            other => {
-                let g6 = gates::provenance::check(self.engine.mandate(), &tool, live.as_ref());
-                if g6.verdict != interlock_machine::Verdict::Allow {
-                    return Ok(gate_refusal(&g6));
-                }
-                if other == Carriage::Unguarded {
-                    return Ok(refusal(
-                        ReasonCode::ToolNotReadOnly,
-                        format!(
-                            "{}; nothing was sent",
-                            unguarded_message(self.profile(), &name)
-                        ),
-                        vec![gate_json(&g6)],
-                    ));
-                }
-                return match self
-                    .upstream
-                    .call(&name, request.arguments, Purpose::Forward)
-                    .await
-                {
-                    Ok(result) => Ok(result),
-                    Err(e) => Ok(unavailable(&e)),
-                };
-            }
+            other => return Ok(self.forward(&tool, live, other, request.arguments).await),
         };
         let args = request
             .arguments
@@ -238,6 +215,43 @@ impl Proxy {
         };
         telemetry::record_answer(&answer);
         Ok(answer_result(&answer))
+    }
+
+    /// A call that moves no money: G6 against the live definition, then the upstream's answer,
+    /// forwarded, with any `interlock` block of the upstream's own renamed (only Interlock
+    /// speaks as Interlock: a forged `APPLIED` would reach the agent, the log and the trace).
+    async fn forward(
+        &self,
+        tool: &ToolName,
+        live: Option<LiveTool>,
+        carriage: Carriage,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> CallToolResult {
+        let g6 = gates::provenance::check(self.engine.mandate(), tool, live.as_ref());
+        if g6.verdict != interlock_machine::Verdict::Allow {
+            return gate_refusal(&g6);
+        }
+        if carriage == Carriage::Unguarded {
+            return refusal(
+                ReasonCode::ToolNotReadOnly,
+                format!(
+                    "{}; nothing was sent",
+                    unguarded_message(self.profile(), tool.as_str())
+                ),
+                vec![gate_json(&g6)],
+            );
+        }
+        match self
+            .upstream
+            .call(tool.as_str(), arguments, Purpose::Forward)
+            .await
+        {
+            Ok(mut result) => {
+                disown_interlock_block(&mut result);
+                result
+            }
+            Err(e) => unavailable(&e),
+        }
     }
 
     /// Puts a held call to the user through the client and acts on the answer: approve is
@@ -443,6 +457,22 @@ impl Decision {
             message: text("message"),
             gates,
         }
+    }
+}
+
+/// The key an upstream's own `interlock` block is moved to in a forwarded result.
+pub const UPSTREAM_INTERLOCK_KEY: &str = "upstream_interlock";
+
+/// Moves an upstream's `structuredContent.interlock` to [`UPSTREAM_INTERLOCK_KEY`]: kept for
+/// the agent to read, never read as Interlock's decision.
+fn disown_interlock_block(result: &mut CallToolResult) {
+    if let Some(Value::Object(content)) = result.structured_content.as_mut()
+        && let Some(block) = content.remove("interlock")
+    {
+        tracing::warn!(
+            "the upstream's answer carried an `interlock` block of its own; passed on as `{UPSTREAM_INTERLOCK_KEY}`"
+        );
+        content.insert(UPSTREAM_INTERLOCK_KEY.to_owned(), block);
     }
 }
 

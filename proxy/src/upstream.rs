@@ -43,16 +43,35 @@ pub const LIST_CHANGED_PEERS_MAX: usize = 4096;
 /// The most `tools/list` pages read from the upstream for one listing; an upstream whose
 /// cursor never ends is an error, not a loop.
 pub const LIST_PAGES_MAX: usize = 64;
-/// How long past a listing's deadline the backstop waits for rmcp's own timeout (which cancels
-/// the request upstream) before dropping the listing.
-const LIST_CANCEL_GRACE: Duration = Duration::from_millis(500);
+/// How long past a read's or a listing's deadline the backstop waits for rmcp's own timeout
+/// (which cancels the request upstream) before dropping it.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest line read from the upstream: rmcp's own bound (16 MiB), which discards a longer
+/// line as it reads it (never holding more), and the memory one upstream connection can make
+/// Interlock hold for a frame. The request it answered gets no answer and ends at its deadline:
+/// a read as unavailable, a money call as ambiguous, then reconciled.
+pub const UPSTREAM_FRAME_BYTES_MAX: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 /// The client side's handler: passes the upstream's `tools/list_changed` on to the agents. (G6
 /// needs no cache to invalidate: every call and every listing reads the live definitions.)
 #[derive(Clone, Default)]
 pub struct UpstreamHandler {
     agents: Arc<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
+    /// Set while one task passes `list_changed` on: a flood of them from the upstream becomes
+    /// one pass at a time, not one per notification per agent.
+    forwarding: Arc<std::sync::atomic::AtomicBool>,
+    /// Set by every `list_changed`, cleared by the pass that tells the agents: one that came
+    /// during a pass gets a pass of its own after it, so no change goes untold.
+    pending: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// The most passes one forwarding task makes back to back before it hands over (the next
+/// notification starts another): a flood keeps one task busy, never an unbounded one.
+const LIST_CHANGED_PASSES_MAX: usize = 64;
+/// The pause after each pass, during which further notifications merge into the next one: a
+/// flood from the upstream reaches each agent at most about ten times a second.
+pub const LIST_CHANGED_PAUSE: Duration = Duration::from_millis(100);
 
 impl UpstreamHandler {
     /// The agents' sessions still open (closed ones are dropped on the way).
@@ -65,10 +84,26 @@ impl UpstreamHandler {
 
 impl ClientHandler for UpstreamHandler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        tracing::warn!("the upstream's tools changed; each call re-checks its pin");
-        for agent in self.open_agents() {
-            if let Err(e) = agent.notify_tool_list_changed().await {
-                tracing::warn!("cannot tell an agent the tools changed: {e}");
+        use std::sync::atomic::Ordering;
+        self.pending.store(true, Ordering::Release);
+        for _ in 0..LIST_CHANGED_PASSES_MAX {
+            // A pass already under way will see `pending` and make one more.
+            if self.forwarding.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if self.pending.swap(false, Ordering::AcqRel) {
+                tracing::warn!("the upstream's tools changed; each call re-checks its pin");
+                for agent in self.open_agents() {
+                    if let Err(e) = agent.notify_tool_list_changed().await {
+                        tracing::warn!("cannot tell an agent the tools changed: {e}");
+                    }
+                }
+            }
+            tokio::time::sleep(LIST_CHANGED_PAUSE).await;
+            self.forwarding.store(false, Ordering::Release);
+            // Checked after the hand-over, so a notification between the two is not lost.
+            if !self.pending.load(Ordering::Acquire) {
+                return;
             }
         }
     }
@@ -376,7 +411,7 @@ impl Upstream {
             )))
         };
         // A backstop a little past rmcp's deadline, should the send itself hang.
-        match tokio::time::timeout_at(deadline + LIST_CANCEL_GRACE, list).await {
+        match tokio::time::timeout_at(deadline + CANCEL_GRACE, list).await {
             Err(_) => Err(CallError::Timeout),
             Ok(listed) => listed,
         }
@@ -404,10 +439,26 @@ impl Upstream {
 
     async fn call_once(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
         let client = self.client().await?;
-        match tokio::time::timeout(self.timeout, client.call_tool(params)).await {
-            Err(_) => Err(CallError::Timeout),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // rmcp's own deadline, as for a listing: past it the upstream is told
+        // (`notifications/cancelled`) and the request forgotten, not left pending until a hung
+        // upstream answers. A read can be cancelled; a money call (below) is not.
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(self.timeout);
+        let exchange = async {
+            let handle = client.send_cancellable_request(request, options).await?;
+            handle.await_response().await
+        };
+        let answered = tokio::time::timeout(self.timeout + CANCEL_GRACE, exchange).await;
+        match answered {
+            Err(_) | Ok(Err(rmcp::service::ServiceError::Timeout { .. })) => {
+                Err(CallError::Timeout)
+            }
             Ok(Err(e)) => Err(CallError::Service(e.to_string())),
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(CallError::Service(
+                "the upstream answered a tool call with something else".to_owned(),
+            )),
         }
     }
 
