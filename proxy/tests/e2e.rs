@@ -926,3 +926,58 @@ fn http_mode_is_configured_by_token_and_agents_file_and_refuses_what_is_missing(
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_exits_in_every_money_call_never_gets_one_twice() {
+    // Every money call is applied and then the mock exits without answering (`conn_reset`, no
+    // `@`): the upstream dies mid-call in a loop, and is restarted each time.
+    let scene = scene("conn-reset-loop", &[]);
+    let proxy = scene
+        .proxy("conn_reset", &["--reconcile-every-ms", "200"])
+        .await;
+    let payments = ["pay_1002", "pay_1003", "pay_1005"];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for payment in payments {
+        // The first answer that is not "the upstream is restarting" is the ambiguous call.
+        loop {
+            let first = proxy.refund(payment, 1_000).await;
+            let info = block(&first);
+            match info["outcome"].as_str().unwrap() {
+                "UNKNOWN" => break,
+                "UNAVAILABLE" => assert_eq!(info["retryable"], true, "{info}"),
+                other => panic!("{payment}: {other}: {info}"),
+            }
+            assert!(Instant::now() < deadline, "{payment}: no call went out");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Each is reconciled from the rail, never resent; the agent's retry learns the refund.
+    for payment in payments {
+        loop {
+            let again = proxy.refund(payment, 1_000).await;
+            let info = block(&again);
+            match info["outcome"].as_str().unwrap() {
+                "APPLIED" => {
+                    assert_eq!(info["reason_code"], "IDEMPOTENT_REPLAY", "{info}");
+                    break;
+                }
+                "UNAVAILABLE" | "IN_PROGRESS" | "UNKNOWN" => {}
+                other => panic!("{payment}: {other}: {info}"),
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{payment} not reconciled: {info}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let read = proxy
+        .call("fetch_payment", json!({"payment_id": "pay_1002"}))
+        .await;
+    assert_ne!(read.is_error, Some(true), "{}", text_of(&read));
+    proxy.close().await;
+    for payment in payments {
+        assert_eq!(scene.stamped_refunds_of(payment).len(), 1, "{payment}");
+    }
+    assert_eq!(scene.inspect()["call_counters"]["money_calls"], 3);
+}
