@@ -68,3 +68,65 @@ impl Clock for ManualClock {
         Box::pin(std::future::ready(()))
     }
 }
+
+/// The most characters of a boot id read from the host (a UUID has 36).
+pub const BOOT_ID_CHARS_MAX: usize = 64;
+
+/// The ledger's time (ADR 0007): the wall time of the host's boot, recorded once per boot in
+/// the ledger, plus the host's boot clock. A step of the wall clock (NTP, an operator, a VM
+/// restored from a snapshot) does not move it; every process of one boot reads the same
+/// anchor, so they agree; across a reboot it never goes back past the ledger's newest record.
+/// Windows, leases, the reconcile lag and every recorded time use it. A mandate's validity is
+/// also checked against the wall clock, by the proxy, before the engine sees the call.
+#[derive(Debug, Clone, Copy)]
+pub struct LedgerTime {
+    anchor: crate::ledger::clock::ClockAnchor,
+}
+
+impl LedgerTime {
+    /// Reads (or, first on this boot, records) the anchor in `ledger`; `wall_now_ms` is the
+    /// wall clock now.
+    pub fn open(ledger: &crate::Ledger, wall_now_ms: u64) -> Result<LedgerTime, String> {
+        let boot_id = boot_id()?;
+        let elapsed = boot_elapsed_ms();
+        let anchor = ledger
+            .clock_anchor(&boot_id, wall_now_ms.saturating_sub(elapsed), elapsed)
+            .map_err(|e| format!("cannot read the ledger's clock anchor: {e}"))?;
+        Ok(LedgerTime { anchor })
+    }
+
+    /// Milliseconds since the Unix epoch, in ledger time.
+    pub fn now_ms(&self) -> u64 {
+        self.anchor
+            .wall_at_boot_ms
+            .saturating_add(boot_elapsed_ms())
+    }
+
+    /// The anchor this time runs from.
+    pub fn anchor(&self) -> crate::ledger::clock::ClockAnchor {
+        self.anchor
+    }
+}
+
+/// This boot of the host, as the kernel names it.
+pub fn boot_id() -> Result<String, String> {
+    const PATH: &str = "/proc/sys/kernel/random/boot_id";
+    let text = std::fs::read_to_string(PATH)
+        .map_err(|e| format!("cannot read the host's boot id ({PATH}): {e}"))?;
+    let id = text.trim();
+    if id.is_empty() || id.len() > BOOT_ID_CHARS_MAX {
+        return Err(format!("{PATH} holds no boot id: {id:?}"));
+    }
+    Ok(id.to_owned())
+}
+
+/// Milliseconds since the host booted, suspend included (`CLOCK_BOOTTIME`): a clock no one
+/// sets, shared by every process of the boot.
+pub fn boot_elapsed_ms() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let seconds = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
+    seconds
+        .saturating_mul(1_000)
+        .saturating_add(nanos / 1_000_000)
+}

@@ -27,7 +27,7 @@ pub mod recovery;
 
 pub use ledger::{audit, inspect, usage};
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, LedgerTime, ManualClock, SystemClock};
 pub use executor::{Engine, EngineConfig, EngineError};
 pub use interlock_driver::{Answer, IntentView, Outcome, answer, gates, rail};
 pub use ledger::{IntentKey, Ledger, LedgerError};

@@ -100,8 +100,9 @@ fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
     let back_to_v1 = migration.replace(widened, "kind IN ('REFUND', 'SETTLEMENT')");
     let v1 = raw(&world.db());
     v1.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    // Migration 3's table goes too: a version 1 ledger has no clock anchors.
     v1.execute_batch(&format!(
-        "BEGIN; {back_to_v1}\nPRAGMA user_version = 1; COMMIT;"
+        "BEGIN; {back_to_v1}\nDROP TABLE clock_anchors;\nPRAGMA user_version = 1; COMMIT;"
     ))
     .unwrap();
     drop(v1);
@@ -490,4 +491,42 @@ fn a_value_the_types_cannot_hold_is_an_error_naming_its_column() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("decisions.gates_json"), "{error}");
+}
+
+#[test]
+fn one_boot_has_one_clock_anchor_and_a_new_boot_never_goes_back() {
+    let world = World::new();
+    let engine = world.engine(world.rail(), "p1");
+    engine
+        .propose(&refund("pay_1002", 1_000), Some(&live()))
+        .unwrap();
+    let ledger = engine.ledger();
+    let newest = T0;
+    // The first process of a boot records what the wall clock says of the boot…
+    let first = ledger
+        .clock_anchor("boot-a", newest - 5_000, 10_000)
+        .unwrap();
+    assert!(first.recorded);
+    assert_eq!(first.wall_at_boot_ms, newest - 5_000);
+    // …and every later one reads it, whatever its wall clock says (a day later, or earlier).
+    for wall in [newest + 86_400_000, newest - 86_400_000] {
+        let later = ledger.clock_anchor("boot-a", wall, 20_000).unwrap();
+        assert!(!later.recorded);
+        assert_eq!(later.wall_at_boot_ms, first.wall_at_boot_ms);
+    }
+    // A new boot whose wall clock was set back a day: ledger time starts at the newest record.
+    let back = ledger
+        .clock_anchor("boot-b", newest - 86_400_000, 1_000)
+        .unwrap();
+    assert!(back.recorded);
+    assert_eq!(back.wall_said_ms, newest - 86_400_000);
+    assert_eq!(
+        back.wall_at_boot_ms + 1_000,
+        newest,
+        "not before the newest record"
+    );
+    // The real host's time, through the same anchor, moves forward with the boot clock.
+    let time = interlock_engine::LedgerTime::open(ledger, newest).unwrap();
+    let (a, b) = (time.now_ms(), time.now_ms());
+    assert!(a <= b && a >= newest - 1_000, "{a} {b}");
 }

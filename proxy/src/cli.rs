@@ -1165,6 +1165,7 @@ fn operator_engine<R: interlock_engine::Rail>(
     let mandate = load_mandate(&op.mandate)?;
     let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
     let ledger = open_existing(&db)?;
+    let clock = Arc::new(crate::clock::RuntimeClock::of(&ledger)?);
     let sik = interlock_spec::ids::Sik::parse(&op.sik).map_err(|e| format!("SIK: {e}"))?;
     let key = interlock_engine::IntentKey {
         merchant_id: mandate.merchant_id.clone(),
@@ -1175,14 +1176,8 @@ fn operator_engine<R: interlock_engine::Rail>(
     config.lease_ttl_ms = config
         .lease_ttl_ms
         .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
-    let engine = Engine::new(
-        ledger,
-        rail,
-        Arc::new(crate::clock::RuntimeClock),
-        mandate,
-        config,
-    )
-    .map_err(|e| format!("cannot start the engine: {e}"))?;
+    let engine = Engine::new(ledger, rail, clock, mandate, config)
+        .map_err(|e| format!("cannot start the engine: {e}"))?;
     Ok((engine, key))
 }
 
@@ -1296,19 +1291,14 @@ fn reconcile(args: ReconcileArgs) -> Result<(), String> {
         let mandate = load_mandate(&op.mandate)?;
         let db = op.db.clone().unwrap_or_else(|| default_db(&op.mandate));
         let ledger = open_existing(&db)?;
+        let clock = Arc::new(crate::clock::RuntimeClock::of(&ledger)?);
         let mut config = EngineConfig::new(instance_id()?);
         config.call_timeout_ms = args.call_timeout_ms.max(1);
         config.lease_ttl_ms = config
             .lease_ttl_ms
             .max(config.call_timeout_ms + interlock_engine::executor::LEASE_MARGIN_MS);
-        let engine = Engine::new(
-            ledger,
-            rail,
-            Arc::new(crate::clock::RuntimeClock),
-            mandate,
-            config,
-        )
-        .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let engine = Engine::new(ledger, rail, clock, mandate, config)
+            .map_err(|e| format!("cannot start the engine: {e}"))?;
         let passes = engine
             .reconcile_due_async()
             .await

@@ -87,7 +87,7 @@ fn engine(
         upstream: upstream.clone(),
         profile: rail_profile(),
     };
-    let clock = Arc::new(crate::clock::RuntimeClock);
+    let clock = Arc::new(crate::clock::RuntimeClock::of(&ledger)?);
     Engine::new(ledger, rail, clock, mandate, engine_config(args, instance))
         .map(Arc::new)
         .map_err(|e| format!("cannot start the engine: {e}"))

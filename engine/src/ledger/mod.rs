@@ -12,6 +12,7 @@
 //! operators. The runner (`executor`, `reconcile`, `recovery`) holds none.
 
 pub mod audit;
+pub mod clock;
 pub mod inspect;
 mod rows;
 pub mod usage;
@@ -37,6 +38,7 @@ use std::time::Duration;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0001_ledger.sql"),
     include_str!("../../schema/0002_kinds.sql"),
+    include_str!("../../schema/0003_clock.sql"),
 ];
 /// The schema version a ledger this build opens is migrated to: how many migrations exist.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
