@@ -53,6 +53,17 @@ pub enum EngineError {
     Killed(&'static str),
 }
 
+impl EngineError {
+    /// The disk fault under this error, if it is one (see [`crate::ledger::DiskFault`]).
+    pub fn disk_fault(&self) -> Option<crate::ledger::DiskFault> {
+        match self {
+            EngineError::Ledger(error) => error.disk_fault(),
+            EngineError::Apply(error) => error.disk_fault(),
+            _ => None,
+        }
+    }
+}
+
 impl From<Failure> for EngineError {
     fn from(failure: Failure) -> EngineError {
         match failure {

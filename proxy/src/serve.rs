@@ -23,6 +23,30 @@ use crate::upstream::{McpRail, Upstream};
 /// How long in-flight answers get to flush when the server stops.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// The exit status after an I/O fault under the ledger (`EX_TEMPFAIL`): a supervisor (or the
+/// agent's MCP client) starts Interlock again, and boot recovery settles what was in flight.
+pub const EXIT_LEDGER_IO: i32 = 75;
+/// How long the answer that reported the fault gets to reach the agent before the exit.
+const RECOVERY_EXIT_DELAY: Duration = Duration::from_millis(300);
+
+/// After a failed write or fsync under the ledger this process trusts neither SQLite's cache
+/// nor the kernel's (a failed fsync may drop the dirty pages and report the next one clean), so
+/// it stops: every further write is already refused (`Ledger::poisoned`), and the process exits
+/// as a crash would, shortly, to restart into recovery rather than retry the fsync.
+pub(crate) fn stop_for_recovery(why: &str) {
+    static STOPPING: std::sync::Once = std::sync::Once::new();
+    STOPPING.call_once(|| {
+        tracing::error!(
+            exit_code = EXIT_LEDGER_IO,
+            "the ledger's disk failed a write ({why}); stopping to restart into recovery"
+        );
+        std::thread::spawn(|| {
+            std::thread::sleep(RECOVERY_EXIT_DELAY);
+            std::process::exit(EXIT_LEDGER_IO);
+        });
+    });
+}
+
 /// Runs `interlock serve` to its end.
 pub(crate) fn serve(args: ServeArgs) -> Result<(), String> {
     refuse_live_unless_allowed(&args.upstream, args.allow_live, "start")?;
@@ -93,7 +117,11 @@ fn engine(
         .map_err(|e| format!("cannot start the engine: {e}"))
 }
 
+/// Opens the ledger once at start: refused on a filesystem that is read-only or full, and
+/// when its audit chain does not verify.
 fn verify_chain(db: &Path) -> Result<(), String> {
+    interlock_engine::ledger::writable_room(db)
+        .map_err(|problem| format!("cannot serve on the ledger {}: {problem}", db.display()))?;
     let ledger = Ledger::open(db).map_err(|e| format!("cannot open the ledger: {e}"))?;
     let chain = ledger
         .verify_chain()
@@ -126,6 +154,9 @@ async fn recover_and_reconcile(engine: Arc<Engine<McpRail>>, every_ms: u64) -> R
                     for (key, result) in passes {
                         tracing::info!(sik = %key.sik, ?result, "reconcile pass");
                     }
+                }
+                Err(e) if e.disk_fault() == Some(interlock_engine::ledger::DiskFault::Io) => {
+                    stop_for_recovery(&e.to_string());
                 }
                 Err(e) => tracing::warn!("reconcile failed: {e}"),
             }

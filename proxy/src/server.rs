@@ -200,11 +200,10 @@ impl Proxy {
                 ));
             }
         };
-        let answer = self
-            .engine
-            .propose_async(&proposed, live.as_ref())
-            .await
-            .map_err(undecided)?;
+        let answer = match self.engine.propose_async(&proposed, live.as_ref()).await {
+            Ok(answer) => answer,
+            Err(e) => return engine_failure(&e),
+        };
         let answer = match (self.approval_wait, client) {
             (Some(wait), Some(client))
                 if approval::is_held(&answer) && approval::can_ask(&client) =>
@@ -387,6 +386,34 @@ impl Proxy {
 
 fn undecided(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(format!("Interlock could not decide this call: {e}"), None)
+}
+
+/// The engine's error as the agent's answer: a disk fault under the ledger is a retryable
+/// `LEDGER_UNAVAILABLE` (and, for an I/O fault, the process stops for recovery); anything
+/// else stays a JSON-RPC error.
+fn engine_failure(e: &interlock_engine::EngineError) -> Result<CallToolResult, McpError> {
+    use interlock_engine::ledger::DiskFault;
+    let what = match e.disk_fault() {
+        None => return Err(undecided(e)),
+        Some(DiskFault::Full) => "the ledger's disk is full",
+        Some(DiskFault::Io) => {
+            crate::serve::stop_for_recovery(&e.to_string());
+            "the ledger's disk failed a write; Interlock takes no more calls in this process and restarts into recovery"
+        }
+    };
+    let message = format!(
+        "{what} ({e}). Nothing is sent to the rail without a durable record, and a call that was already on its way is reconciled; retry this call as is: it is sent at most once"
+    );
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+    result.structured_content = Some(json!({"interlock": {
+        "outcome": "UNAVAILABLE",
+        "reason_code": ReasonCode::LedgerUnavailable,
+        "message": message,
+        "sik": null,
+        "gates": [],
+        "retryable": true,
+    }}));
+    Ok(result)
 }
 
 /// What a `tools/call` answer says was decided, read from its `interlock` block: the log line

@@ -24,6 +24,10 @@ use serde_json::Value;
 /// script's docstring says the same). Everything else must be seen.
 const UNREACHABLE: &[(ReasonCode, &str)] = &[
     (
+        ReasonCode::LedgerUnavailable,
+        "a full or failing disk under the ledger: tests/disk.rs mounts one",
+    ),
+    (
         ReasonCode::MerchantMismatch,
         "the proxy takes the merchant from the mandate",
     ),

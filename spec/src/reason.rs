@@ -123,6 +123,10 @@ reason_codes! {
     /// Proxy: the upstream is down, being restarted, or did not answer a read in time; no money
     /// moved and the same call may be retried as is.
     UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
+    /// Proxy: the ledger could not be written (its disk is full, or a write or an fsync
+    /// failed). Nothing is sent without a durable record; a call already on the rail is
+    /// reconciled; the same call may be retried as is.
+    LedgerUnavailable => "LEDGER_UNAVAILABLE",
     /// Proxy: the tool is granted but is neither a money tool of the rail profile nor declared
     /// read-only by its (pinned) definition; forwarding it would move money with no gate, so
     /// nothing was sent.
@@ -135,6 +139,7 @@ impl ReasonCode {
     pub const PROXY: &'static [ReasonCode] = &[
         ReasonCode::ArgumentsInvalid,
         ReasonCode::UpstreamUnavailable,
+        ReasonCode::LedgerUnavailable,
         ReasonCode::ToolNotReadOnly,
     ];
 }

@@ -42,6 +42,9 @@ const MIGRATIONS: &[&str] = &[
 ];
 /// The schema version a ledger this build opens is migrated to: how many migrations exist.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+/// The free space the ledger's filesystem must have for Interlock to start (1 MiB: room for
+/// a checkpoint's worth of WAL). Below it, `open` refuses with the figure.
+pub const LEDGER_FREE_BYTES_MIN: u64 = 1024 * 1024;
 /// How long a connection waits for another process's write lock before giving up.
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Prepared statements kept per connection: more than the hot path uses (about two dozen), so
@@ -93,6 +96,54 @@ pub enum LedgerError {
         /// What is wrong.
         problem: String,
     },
+    /// An earlier write failed with an I/O error: nothing more is written through this
+    /// connection (ADR 0004, "after a failed fsync").
+    #[error(
+        "ledger {path}: an earlier write failed with an I/O error ({why}); this process writes nothing more and must restart into recovery"
+    )]
+    Poisoned {
+        /// The ledger file.
+        path: String,
+        /// The I/O error that poisoned it.
+        why: String,
+    },
+}
+
+/// What a ledger error says about the disk under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFault {
+    /// The filesystem is full (or the file reached its size limit): the write was not made,
+    /// SQLite rolled it back, and the same write can succeed once there is space.
+    Full,
+    /// A write or an fsync failed (or the filesystem went read-only): what is durable is not
+    /// known, so the process stops writing and restarts into recovery.
+    Io,
+}
+
+impl LedgerError {
+    /// The disk fault this error is, if it is one.
+    pub fn disk_fault(&self) -> Option<DiskFault> {
+        use rusqlite::ErrorCode::{DiskFull, ReadOnly, SystemIoFailure};
+        match self {
+            LedgerError::Poisoned { .. } => Some(DiskFault::Io),
+            LedgerError::Sqlite { source, .. } => match source.sqlite_error_code()? {
+                DiskFull => Some(DiskFault::Full),
+                SystemIoFailure | ReadOnly => Some(DiskFault::Io),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl ApplyError {
+    /// The disk fault under this refusal, if it is one.
+    pub fn disk_fault(&self) -> Option<DiskFault> {
+        match self {
+            ApplyError::Ledger(error) => error.disk_fault(),
+            _ => None,
+        }
+    }
 }
 
 /// Why a transition was not applied.
@@ -120,6 +171,11 @@ pub enum ApplyError {
 pub struct Ledger {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Set by the first write that fails with an I/O error. After a failed fsync the kernel may
+    /// have dropped the dirty pages it could not write and report the next fsync clean
+    /// (PostgreSQL's "fsyncgate", 2018), and SQLite's cache may hold pages the disk does not:
+    /// retrying would build on what may not be there. Every later write is refused instead.
+    poisoned: std::sync::OnceLock<String>,
 }
 
 impl Ledger {
@@ -143,6 +199,7 @@ impl Ledger {
         let ledger = Ledger {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            poisoned: std::sync::OnceLock::new(),
         };
         ledger.verify_chain().map_err(|broken| match broken {
             VerifyError::Broken(broken) => LedgerError::ChainBroken {
@@ -194,6 +251,24 @@ impl Ledger {
         &self,
         mut f: impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
     ) -> Result<T, ApplyError> {
+        let written = self.write_unpoisoned(&mut f);
+        if let Err(error) = &written
+            && error.disk_fault() == Some(DiskFault::Io)
+        {
+            let _ = self.poisoned.set(error.to_string());
+        }
+        written
+    }
+
+    fn write_unpoisoned<T>(
+        &self,
+        f: &mut impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
+    ) -> Result<T, ApplyError> {
+        if let Some(why) = self.poisoned.get() {
+            let path = self.path.display().to_string();
+            let why = why.clone();
+            return Err(LedgerError::Poisoned { path, why }.into());
+        }
         let mut conn = self.conn();
         for _ in 0..APPLY_RETRIES_MAX {
             let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -209,6 +284,11 @@ impl Ledger {
             }
         }
         Err(ApplyError::Contended("(write lock)".to_owned()))
+    }
+
+    /// Why this ledger refuses every write, if an I/O error poisoned it.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.get().map(String::as_str)
     }
 
     /// Applies `event` to the intent `key`: the one way the engine changes state.
@@ -733,6 +813,35 @@ fn switch_to_wal(conn: &Connection, path: &str) -> Result<String, LedgerError> {
         }
     }
     unreachable!("the last attempt returns")
+}
+
+/// Checks that the filesystem under the ledger at `path` takes writes and has
+/// [`LEDGER_FREE_BYTES_MIN`] free: `serve` refuses to start on a ledger that cannot record,
+/// with the reason, rather than find out at the first call. (Operator commands that only read
+/// do not ask: an operator must be able to look while the disk is full.)
+pub fn writable_room(path: &Path) -> Result<(), String> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let Ok(fs) = rustix::fs::statvfs(dir) else {
+        // The open that follows names what is wrong with the path.
+        return Ok(());
+    };
+    if fs.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+        return Err(format!(
+            "{} is on a read-only filesystem; the ledger must be writable",
+            dir.display()
+        ));
+    }
+    let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+    if free < LEDGER_FREE_BYTES_MIN {
+        return Err(format!(
+            "the filesystem under {} is full: {free} bytes free, below the {LEDGER_FREE_BYTES_MIN} the ledger needs to start",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 fn migrate(conn: &Connection, path: &str) -> Result<(), LedgerError> {
