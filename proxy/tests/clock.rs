@@ -13,8 +13,15 @@ use std::process::Command;
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
-/// libfaketime's path, installing Debian's package when it is missing.
+/// libfaketime's path, installing Debian's package when it is missing (once per test process:
+/// two concurrent `apt-get`s would fight over dpkg's lock).
 fn libfaketime() -> &'static Path {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(install_libfaketime);
+    Path::new(LIBFAKETIME)
+}
+
+fn install_libfaketime() {
     if !Path::new(LIBFAKETIME).exists() {
         let installed = Command::new("apt-get")
             .args(["install", "-y", "-q", "faketime"])
@@ -37,7 +44,6 @@ fn libfaketime() -> &'static Path {
             "these tests need libfaketime ({LIBFAKETIME}) and could not install Debian's `faketime` package: run `apt-get install faketime` as root"
         );
     }
-    Path::new(LIBFAKETIME)
 }
 
 struct Jumps {
