@@ -50,6 +50,9 @@ pub struct Context<'a> {
     pub mandate_hash: &'a str,
     /// Lease owner and durations.
     pub config: &'a DriverConfig,
+    /// The wall clock's reading, passed in: a mandate's validity is a statement about wall
+    /// time (ADR 0007). Every other time the driver uses is the `now` of each call.
+    pub wall_ms: u64,
 }
 
 /// What the runner must do next for a proposal.
@@ -287,6 +290,7 @@ impl Proposal {
             action: &self.action,
             mandate: context.mandate,
             now_ms: now,
+            wall_ms: context.wall_ms,
             referent,
             usage,
             live_tool: self.live_tool.as_ref(),

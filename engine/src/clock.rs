@@ -11,6 +11,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
+    /// The wall clock, for a mandate's validity only (ADR 0007); the same as [`Clock::now_ms`]
+    /// unless the clock keeps another time.
+    fn wall_ms(&self) -> u64 {
+        self.now_ms()
+    }
     /// Waits `ms` milliseconds (a manual clock advances itself instead). A future, so that a
     /// runtime's clock (the proxy's) waits without holding a thread.
     fn sleep_ms(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;

@@ -175,6 +175,7 @@ impl<R: Rail> Engine<R> {
             mandate: &self.mandate,
             mandate_hash: &self.mandate_hash,
             config: &self.config,
+            wall_ms: self.clock.wall_ms(),
         }
     }
 

@@ -642,3 +642,50 @@ fn payees(seen: &mut Seen, l: Option<&LiveTool>) {
     );
     assert!(engine.rail().entities().iter().all(|e| e.amount.get() != 0));
 }
+
+/// A clock whose ledger time lags its wall clock (a boot anchored before NTP set the clock).
+struct Lagging(u64, u64);
+
+impl interlock_engine::Clock for Lagging {
+    fn now_ms(&self) -> u64 {
+        self.0
+    }
+    fn wall_ms(&self) -> u64 {
+        self.1
+    }
+    fn sleep_ms(
+        &self,
+        _ms: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+#[test]
+fn a_mandates_validity_is_judged_by_the_wall_clock_not_ledger_time() {
+    let world = World::new();
+    let issued_at = interlock_spec::mandate::template::ISSUED_AT;
+    let judge = |ledger_ms: u64, wall_ms: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = interlock_engine::Ledger::open(&dir.path().join("ledger.db")).unwrap();
+        let engine = Engine::new(
+            ledger,
+            world.rail(),
+            Arc::new(Lagging(ledger_ms, wall_ms)),
+            mandate(),
+            interlock_engine::EngineConfig::new("p1"),
+        )
+        .unwrap();
+        engine
+            .propose(&refund("pay_1002", 1_000), Some(&live()))
+            .unwrap()
+            .reason_code
+    };
+    // Ledger time a minute before the mandate was issued, the wall clock after: in force.
+    assert_eq!(judge(issued_at - 60_000, T0), ReasonCode::Applied);
+    // The wall clock before it was issued, whatever ledger time says: not yet valid.
+    assert_eq!(
+        judge(T0, issued_at - 60_000),
+        ReasonCode::MandateNotYetValid
+    );
+}

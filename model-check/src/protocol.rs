@@ -127,6 +127,7 @@ pub fn our_sik() -> Sik {
             mandate: mandate(),
             mandate_hash: mandate_hash(),
             config: &config,
+            wall_ms: NOW_MS,
         };
         let mut proposal = Proposal::new(context, NOW_MS, our_action(), Some(live_tool()));
         let _ = proposal.poll_command();
@@ -704,6 +705,8 @@ fn context(config: &DriverConfig) -> Context<'_> {
         mandate: mandate(),
         mandate_hash: mandate_hash(),
         config,
+        // The model's mandate is in force at every step; only its own clock moves.
+        wall_ms: NOW_MS,
     }
 }
 

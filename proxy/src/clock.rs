@@ -32,7 +32,7 @@ impl RuntimeClock {
             tracing::warn!(
                 wall_ms = wall,
                 ledger_ms = ledger_now,
-                "the wall clock moved {} s since this boot's first Interlock started; windows, leases and records keep ledger time, a mandate's validity is checked against both",
+                "the wall clock moved {} s since this boot's first Interlock started; windows, leases and records keep ledger time; a mandate's validity follows the wall clock",
                 wall.abs_diff(ledger_now) / 1_000
             );
         }
@@ -43,6 +43,10 @@ impl RuntimeClock {
 impl Clock for RuntimeClock {
     fn now_ms(&self) -> u64 {
         self.time.now_ms()
+    }
+
+    fn wall_ms(&self) -> u64 {
+        SystemClock.now_ms()
     }
 
     fn sleep_ms(&self, ms: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -34,7 +34,6 @@ const RECOVERY_EXIT_DELAY: Duration = Duration::from_millis(300);
 /// it stops: every further write is already refused (`Ledger::poisoned`), and the process exits
 /// as a crash would, shortly, to restart into recovery rather than retry the fsync.
 pub(crate) fn stop_for_recovery(why: &str) {
-    static STOPPING: std::sync::Once = std::sync::Once::new();
     STOPPING.call_once(|| {
         tracing::error!(
             exit_code = EXIT_LEDGER_IO,
@@ -46,6 +45,10 @@ pub(crate) fn stop_for_recovery(why: &str) {
         });
     });
 }
+
+/// Set once [`stop_for_recovery`] has run: `serve` then ends with [`EXIT_LEDGER_IO`] whichever
+/// way it ends.
+static STOPPING: std::sync::Once = std::sync::Once::new();
 
 /// Runs `interlock serve` to its end.
 pub(crate) fn serve(args: ServeArgs) -> Result<(), String> {
@@ -75,6 +78,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<(), String> {
     // The last spans (this run's final calls) are sent before the process exits.
     if let Some(provider) = provider {
         telemetry::shutdown(provider);
+    }
+    if STOPPING.is_completed() {
+        std::process::exit(EXIT_LEDGER_IO);
     }
     served
 }
@@ -133,10 +139,12 @@ fn verify_chain(db: &Path) -> Result<(), String> {
 /// Boot recovery, then the reconciler on its schedule. Neither depends on a mandate: one engine
 /// runs them for every intent in the ledger, whichever agent proposed it.
 async fn recover_and_reconcile(engine: Arc<Engine<McpRail>>, every_ms: u64) -> Result<(), String> {
-    let report = engine
-        .recover_async()
-        .await
-        .map_err(|e| format!("boot recovery failed: {e}"))?;
+    let report = engine.recover_async().await.map_err(|e| {
+        if e.disk_fault() == Some(interlock_engine::ledger::DiskFault::Io) {
+            stop_for_recovery(&e.to_string());
+        }
+        format!("boot recovery failed: {e}")
+    })?;
     tracing::info!(
         found = report.found,
         passes = report.passes,

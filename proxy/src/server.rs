@@ -293,6 +293,13 @@ impl Proxy {
                     Ok(answer) => Ok(answer),
                     // Another approval or a rejection got there first (a second form for the
                     // same intent, the CLI): the intent's answer as it stands.
+                    // The ledger's disk failed: still held (an I/O fault also stops the
+                    // process for recovery).
+                    Err(e) if e.disk_fault().is_some() => {
+                        let _ = engine_failure(&e);
+                        tracing::warn!(sik = %held.key.sik, "approved in the client, but the ledger failed: {e}");
+                        Ok(held_answer)
+                    }
                     Err(e) => {
                         tracing::warn!(sik = %held.key.sik, "approved in the client, but not released: {e}");
                         self.current_answer(&held.key, held_answer).await
@@ -310,6 +317,11 @@ impl Proxy {
                             McpError::internal_error(format!("the reject task failed: {e}"), None)
                         })?;
                 if let Err(e) = rejected {
+                    if e.disk_fault().is_some() {
+                        // Stops the process for recovery on an I/O fault; the agent hears it
+                        // is still held.
+                        let _ = engine_failure(&e);
+                    }
                     tracing::warn!(sik = %held.key.sik, "declined, but not rejected: {e}");
                 }
                 self.current_answer(&held.key, held_answer).await
@@ -398,7 +410,7 @@ fn engine_failure(e: &interlock_engine::EngineError) -> Result<CallToolResult, M
         Some(DiskFault::Full) => "the ledger's disk is full",
         Some(DiskFault::Io) => {
             crate::serve::stop_for_recovery(&e.to_string());
-            "the ledger's disk failed a write; Interlock takes no more calls in this process and restarts into recovery"
+            "the ledger's disk failed a write; Interlock takes no more calls in this process and restarts into recovery (it exits with status 75 for its supervisor or client to start it again)"
         }
     };
     let message = format!(

@@ -53,6 +53,8 @@ const CANCEL_GRACE: Duration = Duration::from_millis(500);
 /// a read as unavailable, a money call as ambiguous, then reconciled.
 pub const UPSTREAM_FRAME_BYTES_MAX: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
+use std::sync::atomic::Ordering::SeqCst;
+
 /// The client side's handler: passes the upstream's `tools/list_changed` on to the agents. (G6
 /// needs no cache to invalidate: every call and every listing reads the live definitions.)
 #[derive(Clone, Default)]
@@ -82,30 +84,54 @@ impl UpstreamHandler {
     }
 }
 
-impl ClientHandler for UpstreamHandler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        use std::sync::atomic::Ordering;
-        self.pending.store(true, Ordering::Release);
+impl UpstreamHandler {
+    /// Passes the pending `list_changed` on, and any that arrive meanwhile, one pass at a time.
+    /// SeqCst throughout: the hand-over (store `forwarding`, then load `pending`) against the
+    /// notifier (store `pending`, then swap `forwarding`) is the store-buffer pattern, which
+    /// weaker orderings allow both sides to miss.
+    async fn forward_pending(&self) {
         for _ in 0..LIST_CHANGED_PASSES_MAX {
             // A pass already under way will see `pending` and make one more.
-            if self.forwarding.swap(true, Ordering::AcqRel) {
+            if self.forwarding.swap(true, SeqCst) {
                 return;
             }
-            if self.pending.swap(false, Ordering::AcqRel) {
+            if self.pending.swap(false, SeqCst) {
                 tracing::warn!("the upstream's tools changed; each call re-checks its pin");
                 for agent in self.open_agents() {
-                    if let Err(e) = agent.notify_tool_list_changed().await {
-                        tracing::warn!("cannot tell an agent the tools changed: {e}");
+                    // An agent that stops reading must not hold the others' notices.
+                    let told =
+                        tokio::time::timeout(LIST_CHANGED_PAUSE, agent.notify_tool_list_changed());
+                    match told.await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::warn!("cannot tell an agent the tools changed: {e}"),
+                        Err(_) => {
+                            tracing::warn!("an agent did not take the tools/list_changed in time")
+                        }
                     }
                 }
             }
             tokio::time::sleep(LIST_CHANGED_PAUSE).await;
-            self.forwarding.store(false, Ordering::Release);
+            self.forwarding.store(false, SeqCst);
             // Checked after the hand-over, so a notification between the two is not lost.
-            if !self.pending.load(Ordering::Acquire) {
+            if !self.pending.load(SeqCst) {
                 return;
             }
         }
+        // The pass bound is spent and a change is still untold: a fresh task takes over rather
+        // than leave it for a notification that may never come.
+        tokio::spawn(self.clone().forward_pending_later());
+    }
+
+    /// [`UpstreamHandler::forward_pending`] as a boxed future, for the task that takes over.
+    fn forward_pending_later(self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move { self.forward_pending().await })
+    }
+}
+
+impl ClientHandler for UpstreamHandler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.pending.store(true, SeqCst);
+        self.forward_pending().await;
     }
 }
 

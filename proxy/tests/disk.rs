@@ -96,6 +96,12 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
         let full = proxy.refund("pay_1002", 2_000).await;
         let text = text_of(&full);
         assert_eq!(full.is_error, Some(true), "{full:?}");
+        assert_eq!(
+            block(&full)["reason_code"],
+            "LEDGER_UNAVAILABLE",
+            "{full:?}"
+        );
+        assert_eq!(block(&full)["retryable"], true, "{full:?}");
         assert!(
             text.contains("disk") || text.contains("full"),
             "the agent is told the ledger's disk is full: {text}"

@@ -135,6 +135,8 @@ pub struct GateInput<'a> {
     pub mandate: &'a Mandate,
     /// The time of the decision, passed in.
     pub now_ms: u64,
+    /// The wall clock's reading, passed in: G1 judges the mandate's validity by it.
+    pub wall_ms: u64,
     /// The referent as the rail reported it, or why it could not be read.
     pub referent: &'a Result<Referent, String>,
     /// What the ledger already counts.

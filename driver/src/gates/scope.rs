@@ -14,7 +14,7 @@ pub fn check(input: &GateInput<'_>) -> GateResult {
         &action.merchant_id,
         &action.agent_id,
         &action.tool,
-        input.now_ms,
+        input.wall_ms,
     )
 }
 

@@ -171,11 +171,17 @@ pub enum ApplyError {
 pub struct Ledger {
     conn: Mutex<Connection>,
     path: PathBuf,
-    /// Set by the first write that fails with an I/O error. After a failed fsync the kernel may
-    /// have dropped the dirty pages it could not write and report the next fsync clean
-    /// (PostgreSQL's "fsyncgate", 2018), and SQLite's cache may hold pages the disk does not:
-    /// retrying would build on what may not be there. Every later write is refused instead.
-    poisoned: std::sync::OnceLock<String>,
+}
+
+/// The ledger files of this process that a write failed on with an I/O error, and why. After a
+/// failed fsync the kernel may have dropped the dirty pages it could not write and report the
+/// next fsync clean (PostgreSQL's "fsyncgate", 2018), and SQLite's cache may hold pages the
+/// disk does not: retrying would build on what may not be there, so every later write to that
+/// file by any connection of the process (an HTTP proxy opens one per agent) is refused.
+static POISONED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+
+fn poisoned_lock() -> MutexGuard<'static, Vec<(PathBuf, String)>> {
+    POISONED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Ledger {
@@ -199,7 +205,6 @@ impl Ledger {
         let ledger = Ledger {
             conn: Mutex::new(conn),
             path: path.to_owned(),
-            poisoned: std::sync::OnceLock::new(),
         };
         ledger.verify_chain().map_err(|broken| match broken {
             VerifyError::Broken(broken) => LedgerError::ChainBroken {
@@ -251,25 +256,30 @@ impl Ledger {
         &self,
         mut f: impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
     ) -> Result<T, ApplyError> {
-        let written = self.write_unpoisoned(&mut f);
+        // Checked and set with the connection held: a write that waited for the lock while
+        // another's fsync failed must not go ahead once it has it.
+        let mut conn = self.conn();
+        if let Some(why) = self.poisoned() {
+            let path = self.path.display().to_string();
+            return Err(LedgerError::Poisoned { path, why }.into());
+        }
+        let written = self.write_locked(&mut conn, &mut f);
         if let Err(error) = &written
             && error.disk_fault() == Some(DiskFault::Io)
         {
-            let _ = self.poisoned.set(error.to_string());
+            let mut poisoned = poisoned_lock();
+            if !poisoned.iter().any(|(path, _)| *path == self.path) {
+                poisoned.push((self.path.clone(), error.to_string()));
+            }
         }
         written
     }
 
-    fn write_unpoisoned<T>(
+    fn write_locked<T>(
         &self,
+        conn: &mut Connection,
         f: &mut impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
     ) -> Result<T, ApplyError> {
-        if let Some(why) = self.poisoned.get() {
-            let path = self.path.display().to_string();
-            let why = why.clone();
-            return Err(LedgerError::Poisoned { path, why }.into());
-        }
-        let mut conn = self.conn();
         for _ in 0..APPLY_RETRIES_MAX {
             let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
                 Ok(tx) => tx,
@@ -286,9 +296,12 @@ impl Ledger {
         Err(ApplyError::Contended("(write lock)".to_owned()))
     }
 
-    /// Why this ledger refuses every write, if an I/O error poisoned it.
-    pub fn poisoned(&self) -> Option<&str> {
-        self.poisoned.get().map(String::as_str)
+    /// Why this ledger refuses every write, if an I/O error poisoned its file in this process.
+    pub fn poisoned(&self) -> Option<String> {
+        poisoned_lock()
+            .iter()
+            .find(|(path, _)| *path == self.path)
+            .map(|(_, why)| why.clone())
     }
 
     /// Applies `event` to the intent `key`: the one way the engine changes state.
