@@ -77,7 +77,19 @@ impl DriverConfig {
     /// Whether a lease running until `expires_at` still covers a call sent at `now` (ADR 0003,
     /// A2): the call's whole timeout plus half the margin must fit before it lapses.
     pub fn lease_covers_call(&self, now: u64, expires_at: u64) -> bool {
-        let needed = self.call_timeout_ms + LEASE_MARGIN_MS / 2;
-        expires_at >= now.saturating_add(needed)
+        expires_at >= now.saturating_add(self.call_needs_ms())
+    }
+
+    /// The last clock reading at which a call may still leave under a lease running until
+    /// `expires_at`: the same rule as [`DriverConfig::lease_covers_call`], handed to the runner
+    /// so that it checks again at the moment the request is written, after whatever it waited
+    /// on since the driver's re-check (a session lock, an upstream restart, a stalled process).
+    pub fn send_by(&self, expires_at: u64) -> u64 {
+        expires_at.saturating_sub(self.call_needs_ms())
+    }
+
+    /// What a call needs of its lease: its whole timeout plus half the margin.
+    fn call_needs_ms(&self) -> u64 {
+        self.call_timeout_ms + LEASE_MARGIN_MS / 2
     }
 }

@@ -46,5 +46,5 @@ pub use plan::{
     Judgement, LeaseChange, NewIntent, Refusal, UsageQuery,
 };
 pub use propose::{Command, Context, Failure, PROPOSAL_COMMANDS_MAX, Proposal};
-pub use rail::{Rail, RailCall, RailError, RailOutcome, Referent};
+pub use rail::{CallBudget, Rail, RailCall, RailError, RailOutcome, Referent};
 pub use sweep::{Sweep, SweepStep, expire_lease};

@@ -76,6 +76,9 @@ pub enum Command {
         attempt_seq: u32,
         /// Abandon it (ambiguous) after this long.
         timeout_ms: u64,
+        /// The last clock reading at which it may still leave: the runner's rail checks it
+        /// again just before the request is written ([`crate::rail::CallBudget`]).
+        send_by_ms: u64,
     },
     /// Give this answer. The proposal is over.
     Answer(Answer),
@@ -637,6 +640,8 @@ impl Proposal {
             call,
             attempt_seq,
             timeout_ms: context.config.call_timeout_ms,
+            // A planted flaw's call: it checks no lease, so the runner is not asked to.
+            send_by_ms: u64::MAX,
         });
         self.phase = Phase::Calling {
             attempt_seq,
@@ -727,6 +732,12 @@ impl Proposal {
             && view
                 .lease_expires_at
                 .is_some_and(|until| config.lease_covers_call(now, until));
+        // A planted `SendWithoutRecheck` gets here without a lease that covers the call, and
+        // sends regardless: the flaw is the missing check, so the runner is not asked either.
+        let send_by_ms = match view.lease_expires_at {
+            Some(until) if ours => config.send_by(until),
+            _ => u64::MAX,
+        };
         if !ours && !self.planted(crate::flaw::Flaw::SendWithoutRecheck) {
             let answer = answer::of_intent(view, Said::Replay, std::mem::take(&mut self.gates));
             return self.finish(Command::Answer(answer));
@@ -743,6 +754,7 @@ impl Proposal {
             call: view.call.clone(),
             attempt_seq,
             timeout_ms: config.call_timeout_ms,
+            send_by_ms,
         });
     }
 
@@ -783,6 +795,8 @@ impl Proposal {
                 call,
                 attempt_seq: *attempt_seq,
                 timeout_ms: context.config.call_timeout_ms,
+                // A planted flaw's blind resend: it checks no lease, so the runner is not asked to.
+                send_by_ms: u64::MAX,
             });
             return true;
         }

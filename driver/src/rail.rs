@@ -206,6 +206,64 @@ pub enum RailError {
     NotReconcilable(String),
 }
 
+/// What a money call may spend: how long it may run, and the last moment it may leave.
+///
+/// The driver sends only after re-reading its lease (ADR 0003, A2), but the runner may wait
+/// between that read and the write that puts the request on the wire: on a session lock, on an
+/// upstream restart, or in a process stopped by a signal or a paused VM. A call that leaves
+/// after its lease lapsed may race the process that took the intent over. So the rail asks
+/// [`CallBudget::may_send`] once more, as late as it can: after it holds the session, just
+/// before it writes the request. What then remains unchecked is the gap between that clock
+/// read and the write (`docs/adr/0003-what-the-model-assumes-about-time.md`).
+#[derive(Clone)]
+pub struct CallBudget {
+    /// Abandon the call (ambiguous) after this long.
+    pub timeout_ms: u64,
+    /// The last reading of the runner's clock at which the call may still leave.
+    pub send_by_ms: u64,
+    now_ms: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl CallBudget {
+    /// A budget read against `now_ms`, the clock the driver's `now` came from.
+    pub fn new(
+        timeout_ms: u64,
+        send_by_ms: u64,
+        now_ms: std::sync::Arc<dyn Fn() -> u64 + Send + Sync>,
+    ) -> CallBudget {
+        CallBudget {
+            timeout_ms,
+            send_by_ms,
+            now_ms,
+        }
+    }
+
+    /// `Ok` while the call may still leave; otherwise why not. A rail that gets `Err` sends
+    /// nothing and reports [`RailOutcome::Rejected`]: nothing left, so nothing moved.
+    pub fn may_send(&self) -> Result<(), String> {
+        let now = (self.now_ms)();
+        if now <= self.send_by_ms {
+            return Ok(());
+        }
+        Err(format!(
+            "Interlock did not send the call: it was due to leave by {} ms and the clock reads {now} ms \
+             ({} ms late; the process was held up, and its lease may no longer cover the call), \
+             nothing was sent",
+            self.send_by_ms,
+            now - self.send_by_ms
+        ))
+    }
+}
+
+impl std::fmt::Debug for CallBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallBudget")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("send_by_ms", &self.send_by_ms)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A payment rail, as the runner uses it: three kinds of I/O, each a future the runner awaits
 /// (on the proxy's runtime; the memory rail's are ready at once). The driver never calls it: it
 /// asks for a read, a call or a page with a command, and is handed the result.
@@ -215,14 +273,18 @@ pub trait Rail: Send + Sync {
         &self,
         action: &ProposedAction,
     ) -> impl Future<Output = Result<Referent, RailError>> + Send;
-    /// Sends one stamped money call and returns within `timeout_ms`, whatever happens: a call
-    /// that has not answered by then is abandoned and reported `Ambiguous`. The driver sizes
+    /// Sends one stamped money call and returns within `budget.timeout_ms`, whatever happens: a
+    /// call that has not answered by then is abandoned and reported `Ambiguous`. Just before
+    /// the request is written it asks [`CallBudget::may_send`], and sends nothing if refused. The driver sizes
     /// its lease on this promise (`lease_ttl_ms >= call_timeout_ms + LEASE_MARGIN_MS`); a rail
     /// that overruns it lets another process take the intent over while the call is still
     /// out (ADR 0004, section 7). A request abandoned at time t that the rail still applies
     /// later must show in its lists by t + `rail_lag_ms` (ADR 0003, A1).
-    fn execute(&self, call: &RailCall, timeout_ms: u64)
-    -> impl Future<Output = RailOutcome> + Send;
+    fn execute(
+        &self,
+        call: &RailCall,
+        budget: &CallBudget,
+    ) -> impl Future<Output = RailOutcome> + Send;
     /// Reads the page at `at` of the list a reconcile pass walks.
     fn list_page(
         &self,
@@ -242,9 +304,9 @@ impl<R: Rail + ?Sized> Rail for std::sync::Arc<R> {
     fn execute(
         &self,
         call: &RailCall,
-        timeout_ms: u64,
+        budget: &CallBudget,
     ) -> impl Future<Output = RailOutcome> + Send {
-        (**self).execute(call, timeout_ms)
+        (**self).execute(call, budget)
     }
     fn list_page(
         &self,

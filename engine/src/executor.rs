@@ -13,7 +13,9 @@ use crate::clock::Clock;
 use crate::kill_point;
 use crate::ledger::{ApplyError, IntentKey, Ledger, LedgerError, is_outcome};
 use interlock_driver::gates::{self, GateResult, LiveTool, ModelGate, Usage};
-use interlock_driver::{Answer, Command, Context, DriverConfig, Failure, Proposal, Rail, Refusal};
+use interlock_driver::{
+    Answer, CallBudget, Command, Context, DriverConfig, Failure, Proposal, Rail, Refusal,
+};
 use interlock_machine::EventKind;
 use interlock_spec::action::ProposedAction;
 use interlock_spec::mandate::Mandate;
@@ -84,7 +86,18 @@ pub(crate) fn apply_error(refusal: Refusal) -> ApplyError {
     }
 }
 
-/// Called by [`kill_point!`]. `kill` SIGKILLs this process; anything else fails the caller.
+/// Called by [`kill_point!`]: `kill` SIGKILLs this process; `stop` SIGSTOPs it and returns
+/// `None` once it is continued (the caller goes on); anything else is the error that fails the
+/// caller.
+pub fn at_kill_point(point: &'static str, arg: Option<&str>) -> Option<EngineError> {
+    if arg == Some("stop") {
+        stop_self();
+        return None;
+    }
+    killed_at::<()>(point, arg).err()
+}
+
+/// `kill` SIGKILLs this process; anything else fails the caller.
 pub fn killed_at<T>(point: &'static str, arg: Option<&str>) -> Result<T, EngineError> {
     if arg == Some("kill") {
         kill_self();
@@ -108,6 +121,44 @@ fn kill_self() {
 /// Without kill points nothing arms `kill`; the caller aborts.
 #[cfg(not(feature = "failpoints"))]
 fn kill_self() {}
+
+/// SIGSTOP to this process: every thread stops until someone sends SIGCONT, and the clocks
+/// keep running meanwhile (the chaos matrix's stall cells).
+///
+/// A signal sent to the process is taken by whichever thread the kernel picks (often the main
+/// one), and until that thread has run and stopped the rest, the caller runs on: far enough,
+/// on a busy machine, to send the very request the stall was meant to hold back (seen in the
+/// first stall runs). So the caller holds here until the stop has come and gone, which shows
+/// as a gap in the monotonic clock (it runs while the process is stopped) far longer than its
+/// naps. It never waits more than `STOP_HOLD_MAX`; a stop that never comes aborts, which the
+/// matrix reports as a stall that did not land.
+#[cfg(feature = "failpoints")]
+fn stop_self() {
+    use rustix::process::{Signal, getpid, kill_process};
+    use std::time::{Duration, Instant};
+    const STOP_HOLD_MAX: Duration = Duration::from_secs(120);
+    const NAP: Duration = Duration::from_millis(10);
+    const STOPPED_GAP: Duration = Duration::from_secs(2);
+    // Read before the signal: a stop that lands before the first nap must still show as a gap.
+    let started = Instant::now();
+    let mut last = started;
+    if kill_process(getpid(), Signal::STOP).is_err() {
+        std::process::abort();
+    }
+    while started.elapsed() < STOP_HOLD_MAX {
+        std::thread::sleep(NAP);
+        let now = Instant::now();
+        if now.duration_since(last) >= STOPPED_GAP {
+            return;
+        }
+        last = now;
+    }
+    std::process::abort();
+}
+
+/// Without kill points nothing arms `stop`.
+#[cfg(not(feature = "failpoints"))]
+fn stop_self() {}
 
 /// The exactly-once engine over one ledger and one rail.
 pub struct Engine<R: Rail> {
@@ -267,9 +318,13 @@ impl<R: Rail> Engine<R> {
                     call,
                     attempt_seq: _,
                     timeout_ms,
+                    send_by_ms,
                 } => {
                     kill_point!("after_wal_before_call");
-                    let outcome = self.rail.execute(&call, timeout_ms).await;
+                    let clock = Arc::clone(&self.clock);
+                    let budget =
+                        CallBudget::new(timeout_ms, send_by_ms, Arc::new(move || clock.now_ms()));
+                    let outcome = self.rail.execute(&call, &budget).await;
                     // The call has left and the rail has done whatever it did; its answer dies
                     // with us.
                     kill_point!("during_call");

@@ -35,16 +35,23 @@ pub use rail::{Rail, RailCall, RailOutcome, Referent};
 
 /// A chaos kill point. With the `failpoints` feature, the `fail` crate decides what happens
 /// here (set by `FAILPOINTS=name=return(kill)` or by a test's `fail::cfg`): `return(kill)`
-/// SIGKILLs the process on the spot (no destructor, no flush); plain `return` makes the
-/// enclosing function fail with [`EngineError::Killed`], which a test treats as a crash.
-/// Without the feature this expands to nothing: a production build has no kill points.
+/// SIGKILLs the process on the spot (no destructor, no flush); `return(stop)` SIGSTOPs it, and
+/// it carries on from here when sent SIGCONT (a stall: a paused VM, a debugger, a long GC
+/// elsewhere); plain `return` makes the enclosing function fail with [`EngineError::Killed`],
+/// which a test treats as a crash. Without the feature this expands to nothing: a production
+/// build has no kill points.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! kill_point {
     ($name:literal) => {
-        ::fail::fail_point!($name, |arg: Option<String>| {
-            $crate::executor::killed_at($name, arg.as_deref())
-        })
+        #[cfg(feature = "failpoints")]
+        {
+            if let Some(Some(error)) = ::fail::eval($name, |arg: Option<String>| {
+                $crate::executor::at_kill_point($name, arg.as_deref())
+            }) {
+                return Err(error);
+            }
+        }
     };
 }
 

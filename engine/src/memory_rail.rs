@@ -8,8 +8,8 @@
 
 use crate::clock::Clock;
 use crate::rail::{
-    ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, Rail, RailCall, RailError,
-    RailOutcome, Referent, ScheduledReferent,
+    CallBudget, ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, Rail, RailCall,
+    RailError, RailOutcome, Referent, ScheduledReferent,
 };
 use interlock_machine::{EntityRef, RailEntity};
 use interlock_spec::action::{ActionKind, ProposedAction};
@@ -356,9 +356,9 @@ impl Rail for MemoryRail {
     fn execute(
         &self,
         call: &RailCall,
-        timeout_ms: u64,
+        budget: &CallBudget,
     ) -> impl Future<Output = RailOutcome> + Send {
-        std::future::ready(self.execute_now(call, timeout_ms))
+        std::future::ready(self.execute_now(call, budget))
     }
 
     fn list_page(
@@ -418,7 +418,12 @@ impl MemoryRail {
     }
 
     /// Carries out a call, as [`Rail::execute`] does.
-    pub fn execute_now(&self, call: &RailCall, _timeout_ms: u64) -> RailOutcome {
+    pub fn execute_now(&self, call: &RailCall, budget: &CallBudget) -> RailOutcome {
+        // As the MCP rail does, the last check before the request leaves: a call held up past
+        // the moment its lease covers it is not sent at all.
+        if let Err(detail) = budget.may_send() {
+            return RailOutcome::Rejected { detail };
+        }
         // In memory, every call answers at once: well within any timeout.
         if let Some(observer) = &self.observer {
             observer(call);

@@ -415,3 +415,43 @@ fn a_pass_killed_after_reading_its_proof_leaves_nothing_committed() {
     assert_all_invariants(&world, next.ledger(), &rail);
     scenario.teardown();
 }
+
+/// ADR 0003 (A2), the residual window: a holder re-checks its lease, then stalls (SIGSTOP, a
+/// paused VM) before its request is written. Meanwhile another process takes the lapsed lease
+/// back, proves the call absent and pays with attempt 2. When the stalled holder wakes it must
+/// not send attempt 1: a settlement carries no receipt, so nothing on the rail would stop a
+/// second one. The rail's last check (`CallBudget::may_send`) is what holds here.
+#[test]
+fn a_holder_stalled_past_its_lease_sends_nothing_when_it_wakes() {
+    let world = World::new();
+    let rail = Arc::new(world.rail());
+    let rival = Arc::new(world.engine(Arc::clone(&rail), "p_rival"));
+    let stalls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let mut stalled = Twisted::new(Arc::clone(&rail));
+    let (clock, other, count) = (world.clock.clone(), Arc::clone(&rival), Arc::clone(&stalls));
+    stalled.before_execute = Some(Box::new(move |budget| {
+        if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+            return;
+        }
+        // Asleep past the lease: the rival expires it, waits out the lag, proves attempt 1
+        // absent, and the agent's retry there pays with attempt 2.
+        clock.advance(30_000);
+        other.reconcile_due().unwrap();
+        clock.advance(2_000);
+        other.reconcile_due().unwrap();
+        let paid = other.propose(&settlement(40_000), Some(&live())).unwrap();
+        assert_eq!(paid.outcome, interlock_engine::Outcome::Applied, "{paid:?}");
+        assert!(
+            budget.may_send().is_err(),
+            "the budget still allows {budget:?}"
+        );
+    }));
+    let sleeper = world.engine(stalled, "p_sleeper");
+    let woke = sleeper.propose(&settlement(40_000), Some(&live())).unwrap();
+    assert_eq!(stalls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The sleeper's late outcome is stale; it answers what the ledger now says.
+    assert_eq!(woke.outcome, interlock_engine::Outcome::Applied, "{woke:?}");
+    assert_eq!(rail.executed().len(), 1, "only the rival's attempt 2 left");
+    assert_eq!(rail.entities().len(), 1);
+    assert_all_invariants(&world, rival.ledger(), &rail);
+}

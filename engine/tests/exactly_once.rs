@@ -409,8 +409,8 @@ fn the_rail_is_given_the_call_timeout_and_an_answer_after_it_is_not_believed() {
     let timeouts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut slow = Twisted::new(std::sync::Arc::clone(&inner));
     let (seen, clock) = (std::sync::Arc::clone(&timeouts), world.clock.clone());
-    slow.before_execute = Some(Box::new(move |timeout_ms| {
-        seen.lock().unwrap().push(timeout_ms);
+    slow.before_execute = Some(Box::new(move |budget| {
+        seen.lock().unwrap().push(budget.timeout_ms);
         clock.advance(12_000);
     }));
     let engine = world.engine(slow, "p1");

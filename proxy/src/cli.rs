@@ -1138,7 +1138,7 @@ impl interlock_engine::Rail for NoRail {
     fn execute(
         &self,
         _call: &interlock_engine::RailCall,
-        _timeout_ms: u64,
+        _budget: &interlock_engine::rail::CallBudget,
     ) -> impl Future<Output = interlock_engine::RailOutcome> + Send {
         std::future::ready(interlock_engine::RailOutcome::Ambiguous {
             detail: "no upstream in this command".into(),

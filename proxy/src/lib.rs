@@ -11,6 +11,7 @@ pub mod demo;
 pub mod frames;
 pub mod http;
 pub mod init;
+mod send_gate;
 mod serve;
 pub mod server;
 pub mod telemetry;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use interlock_engine::gates::LiveTool;
-use interlock_engine::rail::{ListPage, ListQuery, PageAt, RailError};
+use interlock_engine::rail::{CallBudget, ListPage, ListQuery, PageAt, RailError};
+
+use crate::send_gate::{Gated, SIK_META_KEY, SendGate};
 use interlock_engine::{Rail, RailCall, RailOutcome, Referent};
 use interlock_profile::{Profile, Request};
 use interlock_spec::action::{ActionKind, ProposedAction};
@@ -146,6 +148,9 @@ pub struct Upstream {
     session: tokio::sync::Mutex<Session>,
     handler: UpstreamHandler,
     telemetry: Telemetry,
+    /// The write-time check of money calls (`send_gate`); shared by every session, so a
+    /// restarted upstream's transport checks the same armed calls.
+    gate: SendGate,
 }
 
 struct Session {
@@ -162,6 +167,9 @@ pub enum CallError {
     Timeout,
     /// The session failed (the upstream died, or answered with a protocol error).
     Service(String),
+    /// The call's moment to leave had passed by the time the session was ours (the caller's
+    /// [`interlock_engine::rail::CallBudget`]); nothing was sent.
+    NotSent(String),
     /// The upstream is down and being restarted; nothing was sent.
     Restarting {
         /// Why the last start failed, or that it died.
@@ -178,6 +186,7 @@ impl CallError {
             CallError::Timeout => "timeout",
             CallError::Service(_) => "service_error",
             CallError::Restarting { .. } => "upstream_restarting",
+            CallError::NotSent(_) => "not_sent",
         }
     }
 }
@@ -196,6 +205,7 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Timeout => write!(f, "the upstream did not answer in time"),
             CallError::Service(why) => write!(f, "the upstream failed: {why}"),
+            CallError::NotSent(why) => write!(f, "{why}"),
             CallError::Restarting { why, retry_in } => write!(
                 f,
                 "the upstream is down and being restarted ({why}); retry in {} ms",
@@ -209,6 +219,7 @@ async fn start(
     command: &[String],
     timeout: Duration,
     handler: UpstreamHandler,
+    gate: SendGate,
 ) -> Result<(Client, String), String> {
     let (program, args) = command
         .split_first()
@@ -222,7 +233,7 @@ async fn start(
         .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?;
     let client = tokio::time::timeout(
         timeout.max(Duration::from_secs(10)),
-        handler.serve(transport),
+        handler.serve(Gated::new(transport, gate)),
     )
     .await
     .map_err(|_| format!("the upstream {program:?} did not complete initialize in time"))?
@@ -244,9 +255,11 @@ impl Upstream {
     /// Starts `command` (program and arguments) and completes the MCP handshake.
     pub async fn spawn(command: &[String], timeout: Duration) -> Result<Upstream, String> {
         let handler = UpstreamHandler::default();
-        let (client, server_id) = start(command, timeout, handler.clone()).await?;
+        let gate = SendGate::default();
+        let (client, server_id) = start(command, timeout, handler.clone(), gate.clone()).await?;
         Ok(Upstream {
             handler,
+            gate,
             telemetry: Telemetry::default(),
             command: command.to_vec(),
             server_id,
@@ -275,6 +288,9 @@ impl Upstream {
             .map_err(|e| format!("the upstream failed to initialize: {e}"))?;
         Ok(Upstream {
             handler,
+            // An in-process transport is not wrapped: its money calls are checked when the
+            // session is taken, not again at the write.
+            gate: SendGate::default(),
             telemetry: Telemetry::default(),
             command: Vec::new(),
             server_id: server_id_of(&client),
@@ -306,7 +322,14 @@ impl Upstream {
                 retry_in: session.next_try - now,
             });
         }
-        let started = match start(&self.command, self.timeout, self.handler.clone()).await {
+        let started = match start(
+            &self.command,
+            self.timeout,
+            self.handler.clone(),
+            self.gate.clone(),
+        )
+        .await
+        {
             Ok((client, id)) if id == self.server_id => Ok(client),
             Ok((client, id)) => {
                 let _ = client.cancel().await;
@@ -498,31 +521,56 @@ impl Upstream {
         tool: &str,
         sik: &str,
         args: Map<String, Value>,
+        budget: &CallBudget,
     ) -> Result<CallToolResult, CallError> {
         let span = self
             .telemetry
             .client_span("tools/call", Some(tool), Purpose::RailCall);
         span.set_sik(sik);
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        params.meta = span.meta();
-        let called = self.send_money(params).await;
+        let mut meta = span.meta().unwrap_or_default();
+        meta.0
+            .insert(SIK_META_KEY.to_owned(), Value::String(sik.to_owned()));
+        params.meta = Some(meta);
+        let called = match self.gate.arm(sik, budget.clone()) {
+            Ok(armed) => {
+                let called = self.send_money(params, budget).await;
+                match (armed.refusal(), called) {
+                    // The transport refused to write it: nothing left.
+                    (Some(why), Err(CallError::Service(_))) => Err(CallError::NotSent(why)),
+                    (_, called) => called,
+                }
+            }
+            Err(why) => Err(CallError::NotSent(why)),
+        };
         span.end(error_type(&called));
         called
     }
 
-    async fn send_money(&self, params: CallToolRequestParams) -> Result<CallToolResult, CallError> {
+    async fn send_money(
+        &self,
+        params: CallToolRequestParams,
+        budget: &CallBudget,
+    ) -> Result<CallToolResult, CallError> {
         let client = self.client().await?;
+        // The last check before the request is handed to the transport: whatever this call
+        // waited on since the driver re-read its lease (the session lock, a restart, a stopped
+        // process) is behind us now. What is left unchecked is this clock read → the transport
+        // task's write(2) (ADR 0003, A2).
+        budget.may_send().map_err(CallError::NotSent)?;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let exchange = async {
             let handle = client
                 .send_cancellable_request(request, PeerRequestOptions::no_options())
                 .await?;
-            // `return(kill)` SIGKILLs the process here; a plain `return` loses the answer as a
-            // dying transport would.
-            fail::fail_point!(MID_CALL_KILL_POINT, |arg: Option<String>| {
-                let _ = interlock_engine::executor::killed_at::<()>("mid_call", arg.as_deref());
-                Err(rmcp::service::ServiceError::TransportClosed)
-            });
+            // `return(kill)` SIGKILLs the process here, `return(stop)` stalls it here; a plain
+            // `return` loses the answer as a dying transport would.
+            #[cfg(feature = "failpoints")]
+            if let Some(Some(_)) = fail::eval(MID_CALL_KILL_POINT, |arg: Option<String>| {
+                interlock_engine::executor::at_kill_point("mid_call", arg.as_deref())
+            }) {
+                return Err(rmcp::service::ServiceError::TransportClosed);
+            }
             handle.await_response().await
         };
         match tokio::time::timeout(self.timeout, exchange).await {
@@ -681,7 +729,7 @@ impl McpRail {
         }
     }
 
-    async fn execute_owned(&self, call: RailCall, timeout_ms: u64) -> RailOutcome {
+    async fn execute_owned(&self, call: RailCall, budget: CallBudget) -> RailOutcome {
         let args = match self.profile.outbound_args(&call) {
             Ok(args) => args,
             // Nothing was sent, so nothing can have moved.
@@ -695,12 +743,18 @@ impl McpRail {
         };
         // The driver sized its lease on this call ending within `timeout_ms`: abandon it then,
         // whatever the upstream's own timeout says.
+        let timeout_ms = budget.timeout_ms;
         let deadline = Duration::from_millis(timeout_ms);
-        let call_once = self
-            .upstream
-            .call_money(call.tool.as_str(), call.sik.as_str(), args);
+        let call_once =
+            self.upstream
+                .call_money(call.tool.as_str(), call.sik.as_str(), args, &budget);
         let result = match tokio::time::timeout(deadline, call_once).await {
             Ok(Ok(result)) => result,
+            // Held up past its moment: nothing left, so nothing moved.
+            Ok(Err(CallError::NotSent(detail))) => {
+                tracing::warn!(sik = %call.sik, "a money call held up past its moment: {detail}");
+                return RailOutcome::Rejected { detail };
+            }
             Ok(Err(e)) => {
                 return RailOutcome::Ambiguous {
                     detail: e.to_string(),
@@ -739,11 +793,12 @@ impl Rail for McpRail {
     fn execute(
         &self,
         call: &RailCall,
-        timeout_ms: u64,
+        budget: &CallBudget,
     ) -> impl Future<Output = RailOutcome> + Send {
         let rail = self.clone();
         let call = call.clone();
-        async move { rail.execute_owned(call, timeout_ms).await }
+        let budget = budget.clone();
+        async move { rail.execute_owned(call, budget).await }
     }
 
     fn list_page(

@@ -307,9 +307,12 @@ pub fn raw(db: &Path) -> rusqlite::Connection {
 pub struct Twisted {
     pub inner: Arc<MemoryRail>,
     pub on_resolve: Option<Twist<interlock_engine::Referent>>,
-    pub before_execute: Option<Box<dyn Fn(u64) + Send + Sync>>,
+    pub before_execute: Option<BeforeExecute>,
     pub on_page: Option<Twist<interlock_engine::rail::ListPage>>,
 }
+
+/// What runs as a call is about to be executed (a slow rail, a stalled process).
+pub type BeforeExecute = Box<dyn Fn(&interlock_engine::rail::CallBudget) + Send + Sync>;
 
 /// A change made to what the scripted rail returned.
 pub type Twist<T> = Box<dyn Fn(&mut T) + Send + Sync>;
@@ -343,12 +346,12 @@ impl interlock_engine::Rail for Twisted {
     fn execute(
         &self,
         call: &interlock_engine::RailCall,
-        timeout_ms: u64,
+        budget: &interlock_engine::rail::CallBudget,
     ) -> impl Future<Output = interlock_engine::RailOutcome> + Send {
         if let Some(twist) = &self.before_execute {
-            twist(timeout_ms);
+            twist(budget);
         }
-        std::future::ready(self.inner.execute_now(call, timeout_ms))
+        std::future::ready(self.inner.execute_now(call, budget))
     }
 
     fn list_page(
