@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use interlock_chaos::matrix::{self, JOBS_MAX, Plan, TRIALS_MAX};
-use interlock_chaos::plan::{self, Action, Fault, Point};
+use interlock_chaos::plan::{self, Action, Fault, Point, Shape};
 use interlock_chaos::trial;
 use interlock_chaos::world::Bins;
 
@@ -43,6 +43,13 @@ struct MatrixArgs {
     /// Leave out the cells where two proxies race the same refund.
     #[arg(long)]
     no_races: bool,
+    /// Cell shapes, comma-separated: single, race, stall (default: all). A stall cell stops
+    /// a proxy (SIGSTOP) past its lease at its point while a second one serves the ledger.
+    #[arg(long, value_delimiter = ',', value_parser = Shape::parse)]
+    shapes: Vec<Shape>,
+    /// Trials per stall cell (each waits out a lease, so they are fewer by default).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i64::from(TRIALS_MAX)))]
+    stall_trials: u32,
     /// The seed every trial's inputs derive from.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -124,15 +131,30 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
         args.actions.clone()
     };
     let plan = Plan {
-        cells: plan::cells(&actions, &points, &faults, !args.no_races),
+        cells: plan::cells(
+            &actions,
+            &points,
+            &faults,
+            !args.no_races && (args.shapes.is_empty() || args.shapes.contains(&Shape::Race)),
+            args.shapes.is_empty() || args.shapes.contains(&Shape::Stall),
+        )
+        .into_iter()
+        .filter(|c| {
+            c.shape != Shape::Single
+                || args.shapes.is_empty()
+                || args.shapes.contains(&Shape::Single)
+        })
+        .collect(),
         trials: args.trials,
+        stall_trials: args.stall_trials,
         seed: args.seed,
         jobs: usize::try_from(args.jobs).expect("bounded by JOBS_MAX"),
     };
     eprintln!(
-        "interlock-chaos: {} cells × {} trials, {} at once, seed {}; trial directories under {}",
+        "interlock-chaos: {} cells × {} trials ({} per stall cell), {} at once, seed {}; trial directories under {}",
         plan.cells.len(),
         plan.trials,
+        plan.stall_trials,
         plan.jobs,
         plan.seed,
         work_dir.display()

@@ -27,10 +27,22 @@ pub struct Plan {
     pub cells: Vec<Cell>,
     /// Trials per cell.
     pub trials: u32,
+    /// Trials per stall cell (each waits out a lease: longer than a kill's trial).
+    pub stall_trials: u32,
     /// The seed every trial's inputs derive from.
     pub seed: u64,
     /// Trials at once.
     pub jobs: usize,
+}
+
+impl Plan {
+    /// How many trials `cell` runs.
+    pub fn trials_of(&self, cell: &Cell) -> u32 {
+        match cell.shape {
+            Shape::Stall => self.stall_trials,
+            Shape::Single | Shape::Race => self.trials,
+        }
+    }
 }
 
 /// One cell's trials, summed up.
@@ -90,7 +102,7 @@ impl Outcome {
 /// Runs `plan`, printing progress to stderr as trials finish.
 pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
     assert!(
-        plan.trials >= 1 && plan.trials <= TRIALS_MAX,
+        (1..=TRIALS_MAX).contains(&plan.trials) && (1..=TRIALS_MAX).contains(&plan.stall_trials),
         "trials within 1..={TRIALS_MAX}"
     );
     assert!(
@@ -101,7 +113,7 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
     let gate = Arc::new(tokio::sync::Semaphore::new(plan.jobs));
     let mut running = tokio::task::JoinSet::new();
     for (position, &cell) in plan.cells.iter().enumerate() {
-        for index in 0..plan.trials {
+        for index in 0..plan.trials_of(&cell) {
             let setup = Arc::clone(&setup);
             let gate = Arc::clone(&gate);
             let seed = plan.seed;
@@ -114,7 +126,7 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
             });
         }
     }
-    let total = plan.cells.len() * plan.trials as usize;
+    let total: usize = plan.cells.iter().map(|c| plan.trials_of(c) as usize).sum();
     let mut by_cell: Vec<Vec<Report>> = vec![Vec::new(); plan.cells.len()];
     let mut done = 0usize;
     let mut cells_done = 0usize;
@@ -123,7 +135,7 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
         done += 1;
         by_cell[position].push(report);
         let report = by_cell[position].last().expect("just pushed");
-        if by_cell[position].len() == plan.trials as usize {
+        if by_cell[position].len() == plan.trials_of(&plan.cells[position]) as usize {
             cells_done += 1;
         }
         let verdict = if report.violations.is_empty() {
@@ -259,7 +271,7 @@ pub fn totals(outcome: &Outcome) -> String {
     let single_missed = outcome
         .cells
         .iter()
-        .filter(|c| c.cell.shape == Shape::Single)
+        .filter(|c| c.cell.kill_required())
         .map(|c| {
             let (l, a) = c.kills();
             a - l
@@ -272,7 +284,7 @@ pub fn totals(outcome: &Outcome) -> String {
     });
     let race_not_fired = race_missed - race_lost;
     format!(
-        "{cells} cells, {trials} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy cells, where every kill must land; {race_missed} in race cells, of which the ledger shows {race_lost} lost the race and {race_not_fired} did not fire), {violations} violations, {secs:.0} s",
+        "{cells} cells, {trials} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy and stall cells, where every kill or stall must land; {race_missed} in race cells, of which the ledger shows {race_lost} lost the race and {race_not_fired} did not fire), {violations} violations, {secs:.0} s",
         cells = outcome.cells.len(),
         trials = outcome.trials(),
         violations = outcome.violation_count(),
@@ -297,11 +309,11 @@ pub fn results_markdown(
     let _ = writeln!(out, "- command: `{command}`");
     let _ = writeln!(
         out,
-        "- seed: {}, trials per cell: {}, trials at once: {}",
-        plan.seed, plan.trials, plan.jobs
+        "- seed: {}, trials per cell: {} ({} per stall cell), trials at once: {}",
+        plan.seed, plan.trials, plan.stall_trials, plan.jobs
     );
     let _ = writeln!(out, "- **total: {}**\n", totals(outcome));
-    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
+    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. A stall cell instead SIGSTOPs the armed proxy at its point past its lease while the agent retries on a second proxy over the same ledger, then SIGCONTs it; `kills landed` there counts stalls that landed. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
     out.push_str(&table(outcome));
     let failures: Vec<(&Report, &Violation)> = outcome
         .cells

@@ -245,6 +245,10 @@ pub enum Shape {
     /// Two proxies on one ledger (each with its own mock on one journal) racing the same
     /// refund; only the first is armed. Whether its kill lands depends on who wins the race.
     Race,
+    /// Two proxies on one ledger; the first is stopped (SIGSTOP) at its point for longer than
+    /// its lease while the agent retries on the second, then continued (SIGCONT): a process
+    /// that wakes with stale knowledge (ADR 0003, A2).
+    Stall,
 }
 
 /// One cell of the matrix.
@@ -256,8 +260,30 @@ pub struct Cell {
     pub fault: Fault,
     /// The money call.
     pub action: Action,
-    /// One proxy or two.
+    /// One proxy, two racing, or one stalled while the other serves.
     pub shape: Shape,
+}
+
+impl Shape {
+    /// Every shape, in the order the matrix runs them.
+    pub const ALL: [Shape; 3] = [Shape::Single, Shape::Race, Shape::Stall];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Shape::Single => "single",
+            Shape::Race => "race",
+            Shape::Stall => "stall",
+        }
+    }
+
+    /// A shape by name.
+    pub fn parse(name: &str) -> Result<Shape, String> {
+        Shape::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| format!("unknown shape {name:?} (known: single, race, stall)"))
+    }
 }
 
 impl Cell {
@@ -266,13 +292,30 @@ impl Cell {
         match self.shape {
             Shape::Single => format!("{}: {} × {}", self.action, self.point, self.fault),
             Shape::Race => format!("race {}: {} × {}", self.action, self.point, self.fault),
+            Shape::Stall => format!("stall {}: {} × {}", self.action, self.point, self.fault),
         }
     }
 
-    /// Whether every trial of this cell must land its kill. A race cell's armed process may
-    /// lose the race and never reach its point; that is reported, not judged per trial.
+    /// Whether every trial of this cell must land its kill (or its stall). A race cell's armed
+    /// process may lose the race and never reach its point; that is reported, not judged per
+    /// trial.
     pub fn kill_required(&self) -> bool {
-        self.shape == Shape::Single
+        self.shape != Shape::Race
+    }
+}
+
+/// The stall cells' fault profiles: a healthy rail and an applied-but-unanswered call (the
+/// one under which the stalled proxy is reconciling when `during_reconcile` stops it).
+pub const STALL_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
+
+/// Whether `point` × `fault` is a stall cell: the point must be on the first proxy's path
+/// with the second one waiting. Boot recovery (`during_recovery`) runs before a proxy serves,
+/// so no second proxy is waiting on it; a reconcile pass runs only after an ambiguous call.
+pub fn stalls_at(point: Point, fault: Fault) -> bool {
+    match point {
+        Point::DuringRecovery => false,
+        Point::DuringReconcile => fault == Fault::TimeoutAfterApply,
+        _ => STALL_FAULTS.contains(&fault),
     }
 }
 
@@ -280,17 +323,29 @@ impl Cell {
 pub const RACE_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
 
 /// The cells of `actions` × `points` × `faults`, single-process first, then the race cells for
-/// the chosen points under those of [`RACE_FAULTS`] that were chosen.
-pub fn cells(actions: &[Action], points: &[Point], faults: &[Fault], races: bool) -> Vec<Cell> {
+/// the chosen points under those of [`RACE_FAULTS`] that were chosen, then the stall cells
+/// ([`stalls_at`]).
+pub fn cells(
+    actions: &[Action],
+    points: &[Point],
+    faults: &[Fault],
+    races: bool,
+    stalls: bool,
+) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for shape in [Shape::Single, Shape::Race] {
-        if shape == Shape::Race && !races {
+    for shape in [Shape::Single, Shape::Race, Shape::Stall] {
+        if (shape == Shape::Race && !races) || (shape == Shape::Stall && !stalls) {
             continue;
         }
         for &action in actions {
             for &point in points {
                 for &fault in faults {
-                    if shape == Shape::Race && !RACE_FAULTS.contains(&fault) {
+                    let chosen = match shape {
+                        Shape::Single => true,
+                        Shape::Race => RACE_FAULTS.contains(&fault),
+                        Shape::Stall => stalls_at(point, fault),
+                    };
+                    if !chosen {
                         continue;
                     }
                     cells.push(Cell {
@@ -370,14 +425,24 @@ mod tests {
     }
 
     #[test]
-    fn race_cells_only_under_their_profiles() {
-        let all = cells(&Action::ALL, &Point::ALL, &Fault::ALL, true);
-        let singles = all.iter().filter(|c| c.shape == Shape::Single).count();
-        let races = all.iter().filter(|c| c.shape == Shape::Race).count();
-        assert_eq!(singles, 2 * Point::ALL.len() * Fault::ALL.len());
-        assert_eq!(races, 2 * Point::ALL.len() * RACE_FAULTS.len());
+    fn race_and_stall_cells_only_under_their_profiles() {
+        let all = cells(&Action::ALL, &Point::ALL, &Fault::ALL, true, true);
+        let count = |shape: Shape| all.iter().filter(|c| c.shape == shape).count();
+        assert_eq!(
+            count(Shape::Single),
+            2 * Point::ALL.len() * Fault::ALL.len()
+        );
+        assert_eq!(count(Shape::Race), 2 * Point::ALL.len() * RACE_FAULTS.len());
+        // Every point but boot recovery under both profiles, a reconcile pass under the one
+        // that leaves a call ambiguous.
+        assert_eq!(count(Shape::Stall), 2 * (7 * STALL_FAULTS.len() + 1));
         assert!(
-            cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true)
+            cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true, true)
+                .iter()
+                .all(|c| c.shape == Shape::Single)
+        );
+        assert!(
+            cells(&Action::ALL, &Point::ALL, &Fault::ALL, false, false)
                 .iter()
                 .all(|c| c.shape == Shape::Single)
         );

@@ -306,3 +306,27 @@ pub fn interlock(bins: &Bins, args: &[&std::ffi::OsStr]) -> Result<(bool, String
 pub fn inspect(bins: &Bins, journal: &Path) -> Result<Inspection, String> {
     harness::inspect(&bins.mock, journal)
 }
+
+/// Whether process `pid` is stopped by a signal: `T` in the state field of `/proc/PID/stat`
+/// (the field after the parenthesised command name, which may itself hold spaces).
+pub fn is_stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "T")
+}
+
+/// Sends SIGCONT to `pid` (with `kill(1)`: the harness is not timing-critical here).
+pub fn resume(pid: u32) -> Result<(), String> {
+    let status = std::process::Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .map_err(|e| format!("cannot run kill -CONT {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -CONT {pid} failed: {status}"))
+    }
+}

@@ -29,6 +29,11 @@ pub const AMOUNT_MIN: u64 = 200;
 pub const AMOUNT_MAX: u64 = 50_000;
 /// The most a race cell delays its second proxy's call, in milliseconds.
 pub const RACE_DELAY_MS_MAX: u64 = 5;
+/// How long a stall cell waits for its armed proxy to stop at its point: a reconcile pass
+/// starts only after the call's timeout and the rail's lag.
+pub const STALL_WAIT_MAX: Duration = Duration::from_secs(30);
+/// How far past its lease a stalled proxy sleeps before it is continued.
+pub const STALL_PAST_LEASE: Duration = Duration::from_secs(1);
 
 /// What a trial needs that every trial shares.
 #[derive(Debug, Clone)]
@@ -133,8 +138,12 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
                 processes: Vec::new(),
                 unclean_exits: Vec::new(),
                 resolve_failures: Vec::new(),
+                stalled: false,
             };
-            trial.drive(race_delay).await
+            match cell.shape {
+                Shape::Stall => trial.drive_stall().await,
+                Shape::Single | Shape::Race => trial.drive(race_delay).await,
+            }
         }
         Err(e) => Err(e),
     };
@@ -177,9 +186,88 @@ struct Trial<'a> {
     processes: Vec<(u32, String)>,
     unclean_exits: Vec<String>,
     resolve_failures: Vec<String>,
+    /// A stall cell's armed proxy was seen stopped at its point (and continued).
+    stalled: bool,
 }
 
 impl Trial<'_> {
+    /// A stall cell: `a1`, armed to SIGSTOP itself at the point, takes the agent's call and
+    /// stops there. Then `b1` starts on the same ledger (another host), the agent retries there
+    /// and the intent is brought to rest (operator and retries as in any trial); once `a1` has
+    /// slept past its lease it is continued and finishes its call with what it knew before it
+    /// stopped. Never two. `b1` starts only after the stop so that it cannot take `a1`'s work
+    /// (a reconcile pass) before `a1` reaches its point.
+    async fn drive_stall(&mut self) -> Result<Evidence, String> {
+        let spec = format!("{}=return(stop)", self.cell.point.name());
+        let sleeper = self.serving("a1", Some(&spec)).await?;
+        let pid = sleeper.pid;
+        let (action, amount) = (self.cell.action, self.amount);
+        let (reply, rival) = tokio::join!(sleeper.propose(action, amount), self.stall(pid));
+        self.note(format!("a1 answered {}", reply.summary()));
+        let rival = match rival? {
+            Some(rival) => {
+                self.stalled = true;
+                rival
+            }
+            None => self.serving("b1", None).await?,
+        };
+        // What the woken proxy did with its stale knowledge has landed; bring the intent to
+        // rest again on b1 (a late call would show here as a second entity).
+        self.settle(&rival).await?;
+        self.report.after_retry = self.snapshot()?;
+        for (name, proxy) in [("a1", sleeper), ("b1", rival)] {
+            let ended = proxy.stop().await;
+            self.note(format!("{name} stopped: {ended:?}"));
+            self.exited(name, "a stall cell's proxy", ended);
+        }
+        self.armed.push(Armed {
+            name: "a1".to_owned(),
+            spec,
+            pid,
+            ended: Ended::Other(0),
+        });
+        self.evidence()
+    }
+
+    /// Waits for `pid` to stop at its point; then starts `b1`, the agent retries there and
+    /// the intent is brought to rest; then, once the stall has outlived the lease, SIGCONT.
+    /// `b1`, or `None` if `pid` never stopped.
+    async fn stall(&mut self, pid: u32) -> Result<Option<Proxy>, String> {
+        let deadline = Instant::now() + STALL_WAIT_MAX;
+        while !proc::is_stopped(pid) {
+            if Instant::now() >= deadline {
+                self.note(format!("a1 did not stop within {STALL_WAIT_MAX:?}"));
+                return Ok(None);
+            }
+            tokio::time::sleep(SETTLE_POLL / 10).await;
+        }
+        let stopped_at = Instant::now();
+        self.report.after_recovery = self.snapshot()?;
+        self.note(format!(
+            "a1 stopped at its point: {}",
+            self.report.after_recovery
+        ));
+        let wake_at = stopped_at + Duration::from_millis(proc::LEASE_TTL_MS) + STALL_PAST_LEASE;
+        let rival = self.serving("b1", None).await;
+        let settled = match &rival {
+            Ok(rival) => {
+                let reply = rival.propose(self.cell.action, self.amount).await;
+                self.note(format!("agent retried on b1: {}", reply.summary()));
+                self.settle(rival).await
+            }
+            Err(_) => Ok(()),
+        };
+        // Continued whatever happened above, so that no trial leaves a stopped process.
+        tokio::time::sleep_until(wake_at.into()).await;
+        proc::resume(pid)?;
+        self.note(format!(
+            "a1 continued after {:.1} s stopped",
+            stopped_at.elapsed().as_secs_f64()
+        ));
+        settled?;
+        rival.map(Some)
+    }
+
     async fn drive(&mut self, race_delay: Duration) -> Result<Evidence, String> {
         let fault = self.cell.fault;
         let generations = self.cell.point.generations();
@@ -189,7 +277,7 @@ impl Trial<'_> {
         debug_assert!(last.is_none(), "the last generation is clean");
         let mut rival = match self.cell.shape {
             Shape::Single => None,
-            Shape::Race => Some(self.serving("b1", None).await?),
+            Shape::Race | Shape::Stall => Some(self.serving("b1", None).await?),
         };
         for (n, spec) in armed.iter().enumerate() {
             let name = format!("a{}", n + 1);
@@ -427,7 +515,16 @@ impl Trial<'_> {
             .iter()
             .enumerate()
             .map(|(n, armed)| {
-                let verdict = if armed.ended == Ended::Killed {
+                let verdict = if self.cell.shape == Shape::Stall {
+                    if self.stalled {
+                        KillVerdict::Landed
+                    } else {
+                        KillVerdict::DidNotFire(format!(
+                            "{} never stopped at its point",
+                            armed.name
+                        ))
+                    }
+                } else if armed.ended == Ended::Killed {
                     KillVerdict::Landed
                 } else if self.cell.kill_required() {
                     KillVerdict::DidNotFire(format!(

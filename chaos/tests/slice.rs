@@ -2,8 +2,9 @@
 //! rail profiles, one settlement trial of every kill point under an applied-but-unanswered call
 //! (a settlement has no receipt: nothing on the rail stops a second one), the settlement cells
 //! that need the seeded settlement history (a replayed foreign answer, a proof 31 pages deep),
-//! and three race cells (one a double crash), through the real binaries, judged as the full
-//! matrix judges (`cargo run -p interlock-chaos --release -- matrix` runs every cell 20 times).
+//! three race cells (one a double crash), and two stall cells (a proxy stopped past its lease
+//! at its last lease check, and with its request queued for the transport), through the real
+//! binaries, judged as the full matrix judges (`cargo run -p interlock-chaos --release -- matrix` runs every cell 20 times).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +42,13 @@ fn race(point: Point, fault: Fault, action: Action) -> Cell {
     }
 }
 
+fn stall(point: Point, fault: Fault, action: Action) -> Cell {
+    Cell {
+        shape: Shape::Stall,
+        ..single(point, fault, action)
+    }
+}
+
 #[test]
 fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     let exe = std::env::current_exe().expect("the test's path");
@@ -53,11 +61,12 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-slice");
     let _ = std::fs::remove_dir_all(&work);
     let setup = Arc::new(trial::setup(bins, work, false).expect("setup"));
-    let mut cells = plan::cells(&[Action::Refund], &Point::ALL, &PROFILES, false);
+    let mut cells = plan::cells(&[Action::Refund], &Point::ALL, &PROFILES, false, false);
     cells.extend(plan::cells(
         &[Action::Settlement],
         &Point::ALL,
         &[Fault::TimeoutAfterApply],
+        false,
         false,
     ));
     // Nothing is sent before the kill: the retry's call is the first, and meets the fault.
@@ -82,9 +91,17 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
         ),
     ];
     cells.extend(races);
+    // A proxy stopped past its lease where its lease was last checked, and where its request
+    // sits queued for the transport: a settlement, which no receipt on the rail protects.
+    let stalls = [
+        stall(Point::AfterWalBeforeCall, Fault::None, Action::Settlement),
+        stall(Point::MidCall, Fault::None, Action::Settlement),
+    ];
+    cells.extend(stalls);
     let plan = Plan {
         cells,
         trials: 1,
+        stall_trials: 1,
         seed: 20_261_203,
         jobs: 6,
     };
@@ -94,7 +111,7 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     eprintln!("total: {}", matrix::totals(&outcome));
     assert_eq!(
         outcome.trials(),
-        Point::ALL.len() * (PROFILES.len() + 1) + 2 + races.len()
+        Point::ALL.len() * (PROFILES.len() + 1) + 2 + races.len() + stalls.len()
     );
     let report_of = |cell: Cell| -> &Report {
         &outcome
