@@ -183,7 +183,10 @@ pub async fn run(setup: Arc<Setup>, plan: &Plan) -> Outcome {
             reports.sort_by_key(|r| r.index);
             let landed: u32 = reports.iter().map(Report::kills_landed).sum();
             let mut cell_violations = Vec::new();
-            if cell.shape == Shape::Race && plan.trials >= RACE_TRIALS_FOR_A_KILL && landed == 0 {
+            if cell.shape != Shape::Single
+                && plan.trials_of(&cell) >= RACE_TRIALS_FOR_A_KILL
+                && landed == 0
+            {
                 cell_violations.push(Violation {
                     kind: Kind::KillDidNotFire,
                     detail: format!(
@@ -274,9 +277,15 @@ pub fn totals(outcome: &Outcome) -> String {
         .filter(|c| c.cell.kill_required())
         .map(|c| {
             let (l, a) = c.kills();
-            a - l
+            a - l - c.kills_lost_race()
         })
         .sum::<u32>();
+    let stalls_blunt: u32 = outcome
+        .cells
+        .iter()
+        .filter(|c| c.cell.shape == Shape::Stall)
+        .map(CellResult::kills_lost_race)
+        .sum();
     let races = outcome.cells.iter().filter(|c| c.cell.shape == Shape::Race);
     let (race_missed, race_lost) = races.fold((0, 0), |(missed, lost), c| {
         let (l, a) = c.kills();
@@ -284,7 +293,7 @@ pub fn totals(outcome: &Outcome) -> String {
     });
     let race_not_fired = race_missed - race_lost;
     format!(
-        "{cells} cells, {trials} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy and stall cells, where every kill or stall must land; {race_missed} in race cells, of which the ledger shows {race_lost} lost the race and {race_not_fired} did not fire), {violations} violations, {secs:.0} s",
+        "{cells} cells, {trials} trials, kills landed {landed}/{armed} (missed: {single_missed} in single-proxy and stall cells, where every kill or stall must land, and {stalls_blunt} stalls that landed but did not bite (the write beat the stop); {race_missed} in race cells, of which the ledger shows {race_lost} lost the race and {race_not_fired} did not fire), {violations} violations, {secs:.0} s",
         cells = outcome.cells.len(),
         trials = outcome.trials(),
         violations = outcome.violation_count(),

@@ -8,7 +8,7 @@ use interlock_machine::State;
 use interlock_machine::invariants::Record;
 use rusqlite::OpenFlags;
 
-use crate::plan::{Action, Cell, Fault, Shape};
+use crate::plan::{Action, Cell, Fault, Point, Shape};
 use crate::proc::{self, Ended, Files, Proxy, Reply, STOP_WAIT_MAX, Start};
 use crate::rng::Rng;
 use crate::verdict::{
@@ -139,6 +139,7 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
                 unclean_exits: Vec::new(),
                 resolve_failures: Vec::new(),
                 stalled: false,
+                stall_miss: None,
             };
             match cell.shape {
                 Shape::Stall => trial.drive_stall().await,
@@ -188,6 +189,8 @@ struct Trial<'a> {
     resolve_failures: Vec<String>,
     /// A stall cell's armed proxy was seen stopped at its point (and continued).
     stalled: bool,
+    /// Why a stall that landed did not bite (it tested nothing of a late send).
+    stall_miss: Option<String>,
 }
 
 impl Trial<'_> {
@@ -242,21 +245,8 @@ impl Trial<'_> {
             tokio::time::sleep(SETTLE_POLL / 10).await;
         }
         let stopped_at = Instant::now();
-        self.report.after_recovery = self.snapshot()?;
-        self.note(format!(
-            "a1 stopped at its point: {}",
-            self.report.after_recovery
-        ));
         let wake_at = stopped_at + Duration::from_millis(proc::LEASE_TTL_MS) + STALL_PAST_LEASE;
-        let rival = self.serving("b1", None).await;
-        let settled = match &rival {
-            Ok(rival) => {
-                let reply = rival.propose(self.cell.action, self.amount).await;
-                self.note(format!("agent retried on b1: {}", reply.summary()));
-                self.settle(rival).await
-            }
-            Err(_) => Ok(()),
-        };
+        let rival = self.while_stopped().await;
         // Continued whatever happened above, so that no trial leaves a stopped process.
         tokio::time::sleep_until(wake_at.into()).await;
         proc::resume(pid)?;
@@ -264,8 +254,47 @@ impl Trial<'_> {
             "a1 continued after {:.1} s stopped",
             stopped_at.elapsed().as_secs_f64()
         ));
-        settled?;
         rival.map(Some)
+    }
+
+    /// What happens while `a1` is stopped: the snapshot, `b1` started, the agent's retry there
+    /// and the intent brought to rest. Records whether the stall bit: for a point before the
+    /// request is written, the rail must have nothing yet when `a1` stops (otherwise the write
+    /// beat the stop and the stall tested nothing of the late send), and the intent must be at
+    /// rest before `a1` wakes (it stays stopped until then, and at least past its lease).
+    async fn while_stopped(&mut self) -> Result<Proxy, String> {
+        let snapshot = self.snapshot()?;
+        self.note(format!("a1 stopped at its point: {snapshot}"));
+        let before_the_write = matches!(
+            self.cell.point,
+            Point::BeforeWal | Point::AfterAuthorize | Point::AfterWalBeforeCall | Point::MidCall
+        );
+        if before_the_write && !snapshot.starts_with("0·") {
+            self.stall_miss = Some(format!(
+                "the request was on the rail ({snapshot}) before the stop landed"
+            ));
+        }
+        self.report.after_recovery = snapshot;
+        let rival = self.serving("b1", None).await?;
+        let reply = rival.propose(self.cell.action, self.amount).await;
+        self.note(format!("agent retried on b1: {}", reply.summary()));
+        self.settle(&rival).await?;
+        let state = ledger_state(&self.files.ledger)?;
+        if state.is_none_or(|s| {
+            matches!(
+                s,
+                State::Proposed
+                    | State::InFlight
+                    | State::Unknown
+                    | State::Reconciling
+                    | State::FailedTerminal
+            )
+        }) {
+            self.stall_miss.get_or_insert(format!(
+                "b1 had not brought the intent to rest ({state:?}) before a1 woke"
+            ));
+        }
+        Ok(rival)
     }
 
     async fn drive(&mut self, race_delay: Duration) -> Result<Evidence, String> {
@@ -516,7 +545,9 @@ impl Trial<'_> {
             .enumerate()
             .map(|(n, armed)| {
                 let verdict = if self.cell.shape == Shape::Stall {
-                    if self.stalled {
+                    if let (true, Some(why)) = (self.stalled, &self.stall_miss) {
+                        KillVerdict::LostRace(format!("the stall did not bite: {why}"))
+                    } else if self.stalled {
                         KillVerdict::Landed
                     } else {
                         KillVerdict::DidNotFire(format!(

@@ -528,12 +528,15 @@ impl Upstream {
             .client_span("tools/call", Some(tool), Purpose::RailCall);
         span.set_sik(sik);
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let mut meta = span.meta().unwrap_or_default();
-        meta.0
-            .insert(SIK_META_KEY.to_owned(), Value::String(sik.to_owned()));
-        params.meta = Some(meta);
         let called = match self.gate.arm(sik, budget.clone()) {
             Ok(armed) => {
+                // The call's own key, by which the transport finds its budget.
+                let mut meta = span.meta().unwrap_or_default();
+                meta.0.insert(
+                    SIK_META_KEY.to_owned(),
+                    Value::String(armed.key().to_owned()),
+                );
+                params.meta = Some(meta);
                 let called = self.send_money(params, budget).await;
                 match (armed.refusal(), called) {
                     // The transport refused to write it: nothing left.
