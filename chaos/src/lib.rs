@@ -11,6 +11,7 @@ pub mod matrix;
 pub mod plan;
 pub mod proc;
 pub mod rng;
+pub mod soak;
 pub mod trial;
 pub mod verdict;
 pub mod world;

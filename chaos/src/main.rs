@@ -5,10 +5,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use interlock_chaos::matrix::{self, JOBS_MAX, Plan, TRIALS_MAX};
 use interlock_chaos::plan::{self, Action, Fault, Point, Shape};
+use interlock_chaos::soak;
 use interlock_chaos::trial;
 use interlock_chaos::world::Bins;
 
@@ -24,6 +26,40 @@ struct Cli {
 enum Command {
     /// Run the matrix, print the per-cell table and the total, write docs/RESULTS.chaos.md.
     Matrix(MatrixArgs),
+    /// Steady mixed load with rail faults and periodic SIGKILLs on one ledger, sampled every
+    /// interval, judged at the end; writes docs/RESULTS.soak.md.
+    Soak(SoakArgs),
+}
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// How long the load runs, in minutes.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=i64::from(soak::MINUTES_MAX)))]
+    minutes: u32,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    sample_secs: u64,
+    /// Agent calls a second.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=i64::from(soak::RATE_MAX)))]
+    rate: u32,
+    /// Seconds a proxy serves before it is SIGKILLed and restarted.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    kill_every_secs: u64,
+    /// The seed the load derives from.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Use the binaries in DIR (as `matrix --bin-dir`).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// The soak's directory (kept). Default: a fresh one under the temporary directory.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// The results file.
+    #[arg(long, default_value = "docs/RESULTS.soak.md")]
+    out: PathBuf,
+    /// Do not write the results file.
+    #[arg(long)]
+    no_write: bool,
 }
 
 #[derive(clap::Args)]
@@ -77,8 +113,11 @@ struct MatrixArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Command::Matrix(args) = cli.command;
-    match matrix_command(args) {
+    let run = match cli.command {
+        Command::Matrix(args) => matrix_command(args),
+        Command::Soak(args) => soak_command(args),
+    };
+    match run {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -88,17 +127,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
+/// The binaries, built unless `bin_dir` names them, and where they came from.
+fn binaries(bin_dir: Option<&PathBuf>) -> Result<(Bins, String), String> {
     // Read before building, so that it names the tree the build starts from.
     let source = source_tree();
-    let provenance = match &args.bin_dir {
+    let provenance = match bin_dir {
         Some(dir) => format!(
             "from `{}`, not verified against the source tree ({source} when the run started)",
             dir.display()
         ),
         None => format!("built by the run from {source}"),
     };
-    let bins = match &args.bin_dir {
+    let bins = match bin_dir {
         Some(dir) => Bins::in_dir(dir)?,
         None => {
             let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
@@ -112,6 +152,49 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
             Bins::build(profile_dir)?
         }
     };
+    Ok((bins, provenance))
+}
+
+fn soak_command(args: SoakArgs) -> Result<bool, String> {
+    let (bins, provenance) = binaries(args.bin_dir.as_ref())?;
+    let dir = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("interlock-soak-{}", std::process::id()))
+    });
+    let plan = soak::SoakPlan {
+        duration: Duration::from_secs(u64::from(args.minutes) * 60),
+        sample_every: Duration::from_secs(args.sample_secs),
+        rate: args.rate,
+        kill_every: Duration::from_secs(args.kill_every_secs),
+        seed: args.seed,
+    };
+    eprintln!(
+        "interlock-chaos: soak for {} min at {} calls/s, a SIGKILL every {} s, in {}",
+        args.minutes,
+        args.rate,
+        args.kill_every_secs,
+        dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let outcome = runtime.block_on(soak::run(&bins, dir, &plan));
+    let command = std::iter::once("cargo run -p interlock-chaos --release --".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = soak::results_markdown(&outcome, &plan, &command, &provenance, &matrix::utc_now());
+    println!("{text}");
+    if !args.no_write {
+        std::fs::write(&args.out, &text)
+            .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+        eprintln!("interlock-chaos: wrote {}", args.out.display());
+    }
+    Ok(outcome.violations.is_empty())
+}
+
+fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
+    let (bins, provenance) = binaries(args.bin_dir.as_ref())?;
     let work_dir = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("interlock-chaos-{}", std::process::id()))
     });

@@ -140,6 +140,17 @@ pub async fn start(
     failpoints: Option<&str>,
     fault: Fault,
 ) -> Result<Start, String> {
+    start_with(bins, files, name, failpoints, fault.mock_faults()).await
+}
+
+/// [`start`] with the mock's `--faults` spelled out (the soak varies them by generation).
+pub async fn start_with(
+    bins: &Bins,
+    files: &Files,
+    name: &str,
+    failpoints: Option<&str>,
+    mock_faults: &str,
+) -> Result<Start, String> {
     let log = std::fs::File::create(files.dir.join(format!("{name}.log")))
         .map_err(|e| format!("cannot create the log of {name}: {e}"))?;
     let mut command = tokio::process::Command::new(&bins.interlock);
@@ -159,7 +170,7 @@ pub async fn start(
                 .journal(&files.journal)
                 .seed(&files.seed)
                 .log_level("warn")
-                .faults(fault.mock_faults())
+                .faults(mock_faults)
                 .argv(),
         )
         .env("RUST_LOG", "interlock=info,warn")
@@ -233,6 +244,42 @@ impl Proxy {
             Ok(Err(e)) => Reply::Nothing(e.to_string()),
             Err(_) => Reply::Nothing(format!("no answer within {AGENT_CALL_WAIT_MAX:?}")),
         }
+    }
+
+    /// Any tool call, as the agent makes it.
+    pub async fn call(&self, tool: &str, args: serde_json::Map<String, Value>) -> Reply {
+        let Some(client) = &self.client else {
+            return Reply::Nothing("not connected".to_owned());
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        match tokio::time::timeout(AGENT_CALL_WAIT_MAX, client.call_tool(params)).await {
+            Ok(Ok(result)) => reply_of(&result),
+            Ok(Err(e)) => Reply::Nothing(e.to_string()),
+            Err(_) => Reply::Nothing(format!("no answer within {AGENT_CALL_WAIT_MAX:?}")),
+        }
+    }
+
+    /// SIGKILL from outside (the soak's periodic kill), and how it ended.
+    pub async fn kill(mut self) -> Ended {
+        let _ = self.child.start_kill();
+        match reap(&mut self.child).await {
+            Some(ended) => ended,
+            None => Ended::WouldNotStop,
+        }
+    }
+
+    /// Resident set size and open file descriptors, from `/proc`.
+    pub fn footprint(&self) -> Option<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let rss_kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())?;
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .ok()?
+            .count();
+        Some((rss_kb, u64::try_from(fds).ok()?))
     }
 
     /// Whether the process has ended, and how (`None` while it runs). After the agent saw the

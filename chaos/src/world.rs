@@ -188,3 +188,20 @@ pub fn mandate(pins: &Value) -> Result<String, String> {
         .pinned_by(pins)?
         .yaml())
 }
+
+/// The soak's mandate: the chaos mandate with a window and a fee budget that a day of load
+/// stays within (the soak tests exactly-once under load, not the limits).
+pub fn soak_mandate(pins: &Value) -> Result<String, String> {
+    Ok(interlock_profile::razorpay::refund_desk(AGENT)
+        .mandate_id("mnd_soak")
+        .merchant_id("acc_CHAOS00001")
+        .purpose("Refund customers (soak)")
+        .expires_at(4_000_000_000_000)
+        .max_amount("create_instant_settlement", 500_000)
+        .on_unresolvable("create_instant_settlement", None)
+        .idempotency("create_instant_settlement", &["description"], None)
+        .window(10_000_000, 1_000_000_000_000)
+        .fee_budget(1_000_000_000_000)
+        .pinned_by(pins)?
+        .yaml())
+}
