@@ -423,6 +423,9 @@ fn a_pass_killed_after_reading_its_proof_leaves_nothing_committed() {
 /// second one. The rail's last check (`CallBudget::may_send`) is what holds here.
 #[test]
 fn a_holder_stalled_past_its_lease_sends_nothing_when_it_wakes() {
+    // Kill points are process-wide: hold the scenario lock so that another test's armed point
+    // does not fire in this one's reconcile passes (nor this one consume it).
+    let scenario = FailScenario::setup();
     let world = World::new();
     let rail = Arc::new(world.rail());
     let rival = Arc::new(world.engine(Arc::clone(&rail), "p_rival"));
@@ -454,4 +457,5 @@ fn a_holder_stalled_past_its_lease_sends_nothing_when_it_wakes() {
     assert_eq!(rail.executed().len(), 1, "only the rival's attempt 2 left");
     assert_eq!(rail.entities().len(), 1);
     assert_all_invariants(&world, rival.ledger(), &rail);
+    scenario.teardown();
 }
