@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::proc::{self, Ended, Files, Proxy, Reply, Start};
 use crate::rng::Rng;
+use crate::trial::under_way;
 use crate::verdict;
 use crate::world::{self, Bins, PAYMENT};
 
@@ -351,18 +352,6 @@ fn intent_count(files: &Files) -> Result<u64, String> {
         .map_err(|e| format!("cannot count intents: {e}"))
 }
 
-/// States an intent must not rest in: the proxy is still working on it.
-fn busy(state: State) -> bool {
-    matches!(
-        state,
-        State::Proposed
-            | State::InFlight
-            | State::Unknown
-            | State::Reconciling
-            | State::FailedTerminal
-    )
-}
-
 /// Waits (on the last, clean generation) until no intent is under way.
 async fn settle(_proxy: &Proxy, files: &Files, outcome: &mut SoakOutcome) -> Result<(), String> {
     let deadline = Instant::now() + REST_WAIT_MAX;
@@ -377,7 +366,7 @@ async fn settle(_proxy: &Proxy, files: &Files, outcome: &mut SoakOutcome) -> Res
             .map_err(|e| format!("cannot read states: {e}"))?;
         let under_way = states
             .iter()
-            .filter(|s| State::parse(s).is_some_and(busy))
+            .filter(|s| State::parse(s).is_some_and(under_way))
             .count();
         if under_way == 0 {
             return Ok(());
@@ -434,7 +423,7 @@ fn judge(bins: &Bins, files: &Files, outcome: &mut SoakOutcome) -> Result<(), St
                 "SILENT_LOSS: {sik} is {state} but the rail has {}",
                 ids.join(", ")
             )),
-            (state, _, None) if busy(state) => outcome
+            (state, _, None) if under_way(state) => outcome
                 .violations
                 .push(format!("UNRESOLVED: {sik} left {state}")),
             (State::Quarantined, ..) => outcome

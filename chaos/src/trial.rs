@@ -280,16 +280,7 @@ impl Trial<'_> {
         self.note(format!("agent retried on b1: {}", reply.summary()));
         self.settle(&rival).await?;
         let state = ledger_state(&self.files.ledger)?;
-        if state.is_none_or(|s| {
-            matches!(
-                s,
-                State::Proposed
-                    | State::InFlight
-                    | State::Unknown
-                    | State::Reconciling
-                    | State::FailedTerminal
-            )
-        }) {
+        if state.is_none_or(under_way) {
             self.stall_miss.get_or_insert(format!(
                 "b1 had not brought the intent to rest ({state:?}) before a1 woke"
             ));
@@ -455,16 +446,7 @@ impl Trial<'_> {
         let deadline = Instant::now() + SETTLE_WAIT_MAX;
         loop {
             let state = ledger_state(&self.files.ledger)?;
-            let busy = state.is_some_and(|s| {
-                matches!(
-                    s,
-                    State::Proposed
-                        | State::InFlight
-                        | State::Unknown
-                        | State::Reconciling
-                        | State::FailedTerminal
-                )
-            });
+            let busy = state.is_some_and(under_way);
             if !busy {
                 return Ok(state);
             }
@@ -624,6 +606,19 @@ fn files(setup: &Setup, dir: &Path) -> Result<Files, String> {
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(files)
+}
+
+/// Whether an intent in `state` is still being worked on (the proxy has not let it rest):
+/// what a trial and the soak wait out before they judge.
+pub fn under_way(state: State) -> bool {
+    matches!(
+        state,
+        State::Proposed
+            | State::InFlight
+            | State::Unknown
+            | State::Reconciling
+            | State::FailedTerminal
+    )
 }
 
 /// The one intent's state, read without writing (the proxies may be running).
