@@ -65,6 +65,21 @@ pub enum ApplyFault {
     ConnReset,
     /// Commit, then answer with the entity committed just before this one.
     DupResponse,
+    /// Commit one minor unit less than asked (a rail, or a profile mapping the wrong argument,
+    /// that moves other money than authorised), then answer with that entity.
+    ShortApply,
+    /// As `ShortApply`, then never answer: the reconciler finds the short entity.
+    ShortApplyTimeout,
+}
+
+impl ApplyFault {
+    /// The amount this fault commits for a request of `asked` minor units.
+    pub fn moved(self, asked: i64) -> i64 {
+        match self {
+            ApplyFault::ShortApply | ApplyFault::ShortApplyTimeout if asked > 1 => asked - 1,
+            _ => asked,
+        }
+    }
 }
 
 /// One profile.
@@ -118,7 +133,7 @@ pub struct FaultPlan {
 }
 
 /// Every profile name, for messages and docs.
-pub const PROFILE_NAMES: [&str; 12] = [
+pub const PROFILE_NAMES: [&str; 14] = [
     "none",
     "timeout_after_apply",
     "timeout_before_apply",
@@ -126,6 +141,8 @@ pub const PROFILE_NAMES: [&str; 12] = [
     "http_5xx_not_applied",
     "conn_reset",
     "dup_response",
+    "short_apply",
+    "short_apply_timeout",
     "read_lag=MS",
     "partition",
     "page_size=N",
@@ -234,6 +251,8 @@ impl FaultPlan {
                 "http_5xx_not_applied" => no_param(Fault::Apply(ApplyFault::Http5xxNotApplied))?,
                 "conn_reset" => no_param(Fault::Apply(ApplyFault::ConnReset))?,
                 "dup_response" => no_param(Fault::Apply(ApplyFault::DupResponse))?,
+                "short_apply" => no_param(Fault::Apply(ApplyFault::ShortApply))?,
+                "short_apply_timeout" => no_param(Fault::Apply(ApplyFault::ShortApplyTimeout))?,
                 "partition" => no_param(Fault::Partition)?,
                 "oldest_first" => no_param(Fault::OldestFirst)?,
                 "read_lag" => Some(Fault::ReadLag(ms("the lag")?)),

@@ -143,7 +143,8 @@ impl RailServer {
         let rates = self.inner.config.rates;
         let (value, earlier) = match tool {
             ToolName::CreateRefund => {
-                let req = tools::refund_request(Args::new(args.as_ref()))?;
+                let mut req = tools::refund_request(Args::new(args.as_ref()))?;
+                req.amount = fault.map_or(req.amount, |f| f.moved(req.amount));
                 self.with_journal(move |j| {
                     let refund = j.create_refund(&req, &rates)?;
                     tracing::info!(id = refund.id, amount = refund.amount, "refund committed");
@@ -157,7 +158,8 @@ impl RailServer {
                 .await?
             }
             _ => {
-                let req = tools::settlement_request(Args::new(args.as_ref()))?;
+                let mut req = tools::settlement_request(Args::new(args.as_ref()))?;
+                req.amount = fault.map_or(req.amount, |f| f.moved(req.amount));
                 self.with_journal(move |j| {
                     let s = j.create_settlement(&req, &rates)?;
                     tracing::info!(
@@ -176,7 +178,9 @@ impl RailServer {
             }
         };
         match fault {
-            Some(ApplyFault::TimeoutAfterApply) => Err(self.hang().await),
+            Some(ApplyFault::TimeoutAfterApply | ApplyFault::ShortApplyTimeout) => {
+                Err(self.hang().await)
+            }
             Some(ApplyFault::Http5xxApplied) => Err(RailError::server()),
             Some(ApplyFault::ConnReset) => {
                 tracing::warn!("conn_reset: exiting after the commit, without answering");

@@ -669,3 +669,25 @@ fn the_mock_exits_when_stdin_closes_even_while_a_call_hangs() {
     assert!(status.success(), "{status}");
     eprintln!("exited {:?} after stdin closed", closed.elapsed());
 }
+
+#[tokio::test]
+async fn short_apply_commits_one_unit_less_and_answers_with_it() {
+    let journal = fresh_journal("short");
+    let mock = spawn_demo(&journal, "short_apply@1-2").await;
+    let refund_answer = mock.ok("create_refund", refund(1_000, "a")).await;
+    assert_eq!(refund_answer["amount"], 999);
+    let settlement = mock
+        .ok("create_instant_settlement", json!({"amount": 500}))
+        .await;
+    assert_eq!(settlement["amount_requested"], 499);
+    // The third call is past the spec: as asked.
+    let whole = mock.ok("create_refund", refund(2_000, "b")).await;
+    assert_eq!(whole["amount"], 2_000);
+    let dump = inspect(&journal);
+    let amounts: Vec<Value> = refunds_of(&dump, "pay_1005")
+        .iter()
+        .map(|r| r["amount"].clone())
+        .collect();
+    assert_eq!(amounts, [json!(999), json!(2_000)]);
+    mock.close().await;
+}
