@@ -122,6 +122,14 @@ fn words(view: &IntentView, said: Said) -> (Outcome, ReasonCode, String) {
                 view.reason
             ),
         ),
+        State::Quarantined if view.core.entity_id.is_some() => (
+            Outcome::Quarantined,
+            ReasonCode::RailTermsDiffer,
+            format!(
+                "the rail moved money for intent {sik}, but not as authorised: {}; it is quarantined until an operator settles it; do not retry: the money has moved",
+                view.reason
+            ),
+        ),
         State::Quarantined => (
             Outcome::Quarantined,
             ReasonCode::Quarantined,
@@ -153,7 +161,15 @@ fn words(view: &IntentView, said: Said) -> (Outcome, ReasonCode, String) {
 fn applied_words(view: &IntentView, said: Said) -> (ReasonCode, String) {
     let sik = &view.key.sik;
     let call = &view.call;
-    let amount = format!("{} {}", call.amount, call.currency);
+    // An operator may have accepted an entity that moved another amount: say what moved.
+    let amount = match view.moved_minor {
+        Some(moved) => format!(
+            "{moved} {currency} ({} {currency} authorised)",
+            call.amount,
+            currency = call.currency
+        ),
+        None => format!("{} {}", call.amount, call.currency),
+    };
     let entity = view.core.entity_id.as_deref().unwrap_or("?");
     match said {
         Said::Fresh => (

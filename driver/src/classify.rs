@@ -4,14 +4,15 @@
 //! lease was sized on the rail keeping it.
 
 use crate::plan::Change;
-use crate::rail::RailOutcome;
+use crate::rail::{RailCall, RailOutcome};
+use crate::terms::judge;
 use interlock_machine::{ENTITY_ID_LENGTH_MAX, Event};
-use interlock_spec::ids::Sik;
+use interlock_spec::reason::ReasonCode;
 
-/// The event an outcome of attempt `attempt_seq` of `sik` proves, with what it records.
+/// The event an outcome of attempt `attempt_seq` of `call` proves, with what it records.
 /// `took_ms` is how long the call was out by the runner's clock.
 pub fn classify(
-    sik: &Sik,
+    call: &RailCall,
     attempt_seq: u32,
     outcome: RailOutcome,
     took_ms: u64,
@@ -29,22 +30,30 @@ pub fn classify(
     match outcome {
         RailOutcome::Applied {
             entity,
+            terms,
             fee,
             tax,
             response,
-        } if entity.stamp.as_ref() == Some(sik)
+        } if entity.stamp.as_ref() == Some(&call.sik)
             && !entity.id.is_empty()
             && entity.id.len() <= ENTITY_ID_LENGTH_MAX =>
         {
-            let change = Change {
+            let judgement = judge(call, &terms);
+            let mut change = Change {
                 fee_minor: fee.get(),
                 tax_minor: tax.get(),
                 detail: Some(response),
                 ..Change::default()
             };
+            if !judgement.as_authorised() {
+                let sentence = judgement.sentence(&entity.id);
+                change.reason = Some((ReasonCode::RailTermsDiffer.as_str().to_owned(), sentence));
+                change.moved_minor = judgement.moved.map(|m| m.get());
+            }
             let event = Event::RailApplied {
                 attempt_seq,
                 entity,
+                as_authorised: judgement.as_authorised(),
             };
             (event, change)
         }

@@ -23,4 +23,6 @@ pub enum Flaw {
     ForgetUnknown,
     /// The sweep takes a refusal as final and never verifies it against the rail.
     RejectionIsFinal,
+    /// A stamped entity is taken as applied without checking its terms against the intent.
+    IgnoreTerms,
 }

@@ -34,6 +34,7 @@ pub mod plan;
 mod propose;
 pub mod rail;
 mod sweep;
+pub mod terms;
 
 pub use answer::{Answer, Outcome, Said};
 pub use classify::classify;

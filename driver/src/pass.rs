@@ -10,7 +10,8 @@
 
 use crate::config::DriverConfig;
 use crate::plan::{Applied, Change, Commit, Finding, IntentKey, IntentView, LeaseChange, Refusal};
-use crate::rail::{ListPage, ListQuery, PageAt, RailError};
+use crate::rail::{ListPage, ListQuery, PageAt, RailCall, RailError};
+use crate::terms::{Judgement, judge};
 use interlock_machine::{Effect, Event, EventKind, PassProgress, ReconcilePass, State};
 use serde_json::json;
 
@@ -44,6 +45,10 @@ pub enum PassCommand {
     Done(PassResult),
 }
 
+/// Entities of ours whose terms differ that one pass remembers. Two of ours is already a
+/// quarantine, so more than two is never needed; the bound keeps a hostile list from growing it.
+pub const DIFFERING_REMEMBERED_MAX: usize = 2;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Phase {
     Starting,
@@ -64,6 +69,10 @@ enum Phase {
 pub struct Pass {
     key: IntentKey,
     query: ListQuery,
+    /// The authorised call: what a found entity's terms are judged against.
+    call: RailCall,
+    /// Our entities seen with terms other than authorised, by id.
+    differing: Vec<(String, Judgement)>,
     attempt_ended: Option<u64>,
     received: u32,
     phase: Phase,
@@ -86,6 +95,8 @@ impl Pass {
         let mut pass = Pass {
             key: view.key.clone(),
             query,
+            call: view.call.clone(),
+            differing: Vec::new(),
             attempt_ended: view.attempt.as_ref().and_then(|a| a.finished_at),
             received: 0,
             phase: Phase::Starting,
@@ -127,7 +138,17 @@ impl Pass {
             && !page
                 .entities
                 .iter()
-                .any(|e| e.stamp.as_ref() == Some(&self.key.sik))
+                .any(|e| e.entity.stamp.as_ref() == Some(&self.key.sik))
+    }
+
+    #[cfg(feature = "flaws")]
+    fn ignores_terms(&self) -> bool {
+        self.flaw == Some(crate::flaw::Flaw::IgnoreTerms)
+    }
+
+    #[cfg(not(feature = "flaws"))]
+    fn ignores_terms(&self) -> bool {
+        false
     }
 
     #[cfg(not(feature = "flaws"))]
@@ -211,7 +232,8 @@ impl Pass {
                 // An offset must count what was received, never pages × the size asked for.
                 let count = u32::try_from(found.entities.len()).unwrap_or(u32::MAX);
                 self.received = self.received.saturating_add(count);
-                let progress = pass.observe_page(&found.entities, found.is_last);
+                let judged = self.judge_page(&found);
+                let progress = pass.observe_page(&judged, found.is_last);
                 if self.absent_from_page_one(&pass, &found) {
                     let attempt_seq = pass.attempt_seq();
                     self.phase = Phase::Reading(pass);
@@ -244,6 +266,23 @@ impl Pass {
         self.invariants();
     }
 
+    /// Each entity of the page with whether its terms are the authorised ones; our stamped
+    /// entities that differ are remembered for the conclusion's record.
+    fn judge_page(&mut self, page: &ListPage) -> Vec<(interlock_machine::EntityRef, bool)> {
+        let mut judged = Vec::with_capacity(page.entities.len());
+        for listed in &page.entities {
+            let ours = listed.entity.stamp.as_ref() == Some(&self.key.sik);
+            let judgement = judge(&self.call, &listed.terms);
+            let as_authorised = !ours || judgement.as_authorised() || self.ignores_terms();
+            let known = self.differing.iter().any(|(id, _)| *id == listed.entity.id);
+            if !as_authorised && !known && self.differing.len() < DIFFERING_REMEMBERED_MAX {
+                self.differing.push((listed.entity.id.clone(), judgement));
+            }
+            judged.push((listed.entity.clone(), as_authorised));
+        }
+        judged
+    }
+
     fn conclude_with(&mut self, listing: Option<RailError>, mut event: Event) {
         let Phase::Reading(pass) = std::mem::replace(&mut self.phase, Phase::Done) else {
             unreachable!("concluded while reading");
@@ -257,12 +296,30 @@ impl Pass {
         {
             event = Event::Quarantine;
         }
-        let finding = finding_of(&event, attempt_seq, pages, lag_elapsed, listing.as_ref());
-        let change = Change {
+        let mut finding = finding_of(&event, attempt_seq, pages, lag_elapsed, listing.as_ref());
+        let mut change = Change {
             detail: listing.as_ref().map(ToString::to_string),
-            finding: Some(finding),
             ..Change::default()
         };
+        if let Event::ReconcileFoundApplied {
+            entity,
+            as_authorised: false,
+            ..
+        } = &event
+        {
+            let judgement = self
+                .differing
+                .iter()
+                .find(|(id, _)| *id == entity.id)
+                .map(|(_, judgement)| judgement.clone())
+                .expect("an entity found not as authorised was judged on its page");
+            let sentence = judgement.sentence(&entity.id);
+            finding.detail["terms_differ"] = json!(judgement.differences);
+            let code = interlock_spec::reason::ReasonCode::RailTermsDiffer;
+            change.reason = Some((code.as_str().to_owned(), sentence));
+            change.moved_minor = judgement.moved.map(|m| m.get());
+        }
+        change.finding = Some(finding);
         self.next = Some(PassCommand::Commit(Commit {
             key: self.key.clone(),
             event: event.clone(),

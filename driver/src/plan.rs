@@ -35,6 +35,9 @@ pub struct Change {
     pub fee_minor: u64,
     /// Tax on the fee.
     pub tax_minor: u64,
+    /// The amount the rail's entity moved, when it differs from the authorised amount in the
+    /// same currency (`RAIL_TERMS_DIFFER`): the windows count it instead.
+    pub moved_minor: Option<u64>,
     /// The rail's words or the pass's summary, kept with the attempt and the audit record.
     pub detail: Option<String>,
     /// A reason to record on the row (gate and operator events): code, sentence.
@@ -246,6 +249,9 @@ pub struct IntentView {
     pub mandate_hash: String,
     /// The current attempt, if any was started.
     pub attempt: Option<AttemptView>,
+    /// What the rail's entity moved, when it differs from the authorised amount
+    /// (`RAIL_TERMS_DIFFER`): an answer says this figure, not the authorised one.
+    pub moved_minor: Option<u64>,
 }
 
 /// The current attempt of an intent.

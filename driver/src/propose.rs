@@ -149,6 +149,8 @@ pub struct Proposal {
     subject: Option<(String, Currency)>,
     gates: Vec<GateResult>,
     said: Said,
+    /// The call of the attempt out on the rail: its terms judge the rail's entity.
+    sent: Option<RailCall>,
     queue: VecDeque<Command>,
     commands: u32,
     #[cfg(feature = "flaws")]
@@ -221,6 +223,7 @@ impl Proposal {
             subject: None,
             gates: Vec::new(),
             said: Said::Fresh,
+            sent: None,
             queue: VecDeque::new(),
             commands: 0,
             #[cfg(feature = "flaws")]
@@ -636,6 +639,7 @@ impl Proposal {
         };
         let key = self.key.as_ref().expect("an attempt has a key");
         let call = RailCall::stamped(&self.action, referent, &key.sik);
+        self.sent = Some(call.clone());
         self.push(Command::CallRail {
             call,
             attempt_seq,
@@ -750,6 +754,7 @@ impl Proposal {
             attempt_seq,
             sent_at: now,
         };
+        self.sent = Some(view.call.clone());
         self.push(Command::CallRail {
             call: view.call.clone(),
             attempt_seq,
@@ -770,8 +775,10 @@ impl Proposal {
         let key = self.key.clone().expect("a call has a key");
         let timeout_ms = context.config.call_timeout_ms;
         let took_ms = now.saturating_sub(sent_at);
-        let (event, change) =
-            crate::classify::classify(&key.sik, attempt_seq, outcome, took_ms, timeout_ms);
+        let call = self.sent.clone().expect("a call out has its terms");
+        let (mut event, change) =
+            crate::classify::classify(&call, attempt_seq, outcome, took_ms, timeout_ms);
+        self.flaw_ignore_terms(&mut event);
         if self.flawed_outcome(context, &key, &event) {
             return;
         }
@@ -779,6 +786,19 @@ impl Proposal {
         self.commit(key, event, change);
         self.invariants();
     }
+
+    /// `IgnoreTerms`: the entity counts as authorised whatever it moved.
+    #[cfg(feature = "flaws")]
+    fn flaw_ignore_terms(&self, event: &mut Event) {
+        if self.flaw == Some(crate::flaw::Flaw::IgnoreTerms)
+            && let Event::RailApplied { as_authorised, .. } = event
+        {
+            *as_authorised = true;
+        }
+    }
+
+    #[cfg(not(feature = "flaws"))]
+    fn flaw_ignore_terms(&self, _event: &mut Event) {}
 
     /// The flaws that act on a rail's answer; `true` if one took over.
     fn flawed_outcome(&mut self, context: Context<'_>, key: &IntentKey, event: &Event) -> bool {

@@ -133,6 +133,31 @@ impl RailCall {
     }
 }
 
+/// What an entity on the rail says it did, as far as the rail's answer states it: the terms the
+/// driver checks against what was authorised. A term the profile does not map is `None` and is
+/// not checked; one it maps but the answer lacks or spells unreadably is named in `unreadable`,
+/// and an entity with an unreadable term is not taken as authorised.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct EntityTerms {
+    /// The amount the entity moved.
+    pub amount: Option<Minor>,
+    /// Its currency.
+    pub currency: Option<Currency>,
+    /// The referent it is about (a refund's payment).
+    pub subject_id: Option<String>,
+    /// The first mapped term the answer did not state readably, and why.
+    pub unreadable: Option<String>,
+}
+
+/// An entity in a list, with its stamp and its terms.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Listed {
+    /// The entity and its stamp.
+    pub entity: EntityRef,
+    /// What it says it did.
+    pub terms: EntityTerms,
+}
+
 /// How one rail call ended, as far as the caller can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RailOutcome {
@@ -140,6 +165,8 @@ pub enum RailOutcome {
     Applied {
         /// The entity and the stamp read from it.
         entity: EntityRef,
+        /// What the entity says it did; checked against the call before it counts as applied.
+        terms: EntityTerms,
         /// The fee the rail charged.
         fee: Minor,
         /// The tax on the fee.
@@ -185,8 +212,8 @@ pub struct PageAt {
 /// One page of a list, in the rail's order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ListPage {
-    /// The entities on the page with the stamps read from them.
-    pub entities: Vec<EntityRef>,
+    /// The entities on the page with the stamps and terms read from them.
+    pub entities: Vec<Listed>,
     /// Whether the rail has said there is nothing after this page. An adapter that cannot
     /// tell (a short page may be a capped one) must say `false` until it reads an empty page.
     pub is_last: bool,

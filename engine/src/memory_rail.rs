@@ -8,8 +8,8 @@
 
 use crate::clock::Clock;
 use crate::rail::{
-    CallBudget, ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, Rail, RailCall,
-    RailError, RailOutcome, Referent, ScheduledReferent,
+    CallBudget, EntityTerms, ListPage, ListQuery, Listed, OrderReferent, PageAt, PaymentReferent,
+    Rail, RailCall, RailError, RailOutcome, Referent, ScheduledReferent,
 };
 use interlock_machine::{EntityRef, RailEntity};
 use interlock_spec::action::{ActionKind, ProposedAction};
@@ -38,6 +38,11 @@ pub enum ExecFault {
     DupResponse,
     /// Refuses with a 4xx, nothing applied.
     Reject,
+    /// Applies one minor unit more than asked, and answers with that entity (a rail, or a
+    /// profile mapping the wrong argument, that moves other money than authorised).
+    MovesOneMore,
+    /// As [`ExecFault::MovesOneMore`], but the answer never comes: the reconciler finds it.
+    MovesOneMoreSilently,
 }
 
 /// One entity the rail created.
@@ -250,7 +255,17 @@ impl MemoryRail {
         self.state().balance
     }
 
-    fn apply(&self, state: &mut State, call: &RailCall) -> Result<(Entity, Minor), String> {
+    fn apply(
+        &self,
+        state: &mut State,
+        asked: &RailCall,
+        more: bool,
+    ) -> Result<(Entity, Minor), String> {
+        let mut moved = asked.clone();
+        if more {
+            moved.amount = Minor::new(asked.amount.get() + 1).map_err(|e| e.to_string())?;
+        }
+        let call = &moved;
         let stamp = call.sik.to_string();
         let dedupe_key = (call.kind == ActionKind::Refund).then(|| stamp.clone());
         match call.kind {
@@ -323,6 +338,15 @@ impl MemoryRail {
     }
 }
 
+/// What this rail states about an entity: its amount and its subject (it keeps no currency).
+fn terms_of(entity: &Entity) -> EntityTerms {
+    EntityTerms {
+        amount: Some(entity.amount),
+        subject_id: Some(entity.subject.clone()),
+        ..EntityTerms::default()
+    }
+}
+
 fn outcome_of(entity: &Entity, fee: Minor) -> RailOutcome {
     let tax = Minor::new(fee.get() * 18 / 100).expect("≤ fee");
     let response = serde_json::json!({
@@ -338,6 +362,7 @@ fn outcome_of(entity: &Entity, fee: Minor) -> RailOutcome {
             id: entity.id.clone(),
             stamp: entity.stamp.as_deref().and_then(|s| Sik::parse(s).ok()),
         },
+        terms: terms_of(entity),
         fee,
         tax,
         response: response.to_string(),
@@ -445,13 +470,19 @@ impl MemoryRail {
             _ => {}
         }
         let previous = state.entities.last().cloned();
-        let (entity, fee) = match self.apply(&mut state, call) {
+        let more = matches!(
+            fault,
+            ExecFault::MovesOneMore | ExecFault::MovesOneMoreSilently
+        );
+        let (entity, fee) = match self.apply(&mut state, call, more) {
             Ok(applied) => applied,
             Err(detail) => return RailOutcome::Rejected { detail },
         };
         match fault {
-            ExecFault::None => outcome_of(&entity, fee),
-            ExecFault::TimeoutAfterApply => ambiguous("timed out"),
+            ExecFault::None | ExecFault::MovesOneMore => outcome_of(&entity, fee),
+            ExecFault::TimeoutAfterApply | ExecFault::MovesOneMoreSilently => {
+                ambiguous("timed out")
+            }
             ExecFault::ServerErrorApplied => ambiguous("SERVER_ERROR: 502"),
             ExecFault::DupResponse => match previous {
                 Some(previous) => outcome_of(&previous, Minor::ZERO),
@@ -492,13 +523,16 @@ impl MemoryRail {
         let size = state.page_size;
         // This rail pages by number, with a page size it keeps to: it knows its last page.
         let start = (at.page as usize).saturating_mul(size);
-        let entities: Vec<EntityRef> = visible
+        let entities: Vec<Listed> = visible
             .iter()
             .skip(start)
             .take(size)
-            .map(|e| EntityRef {
-                id: e.id.clone(),
-                stamp: e.stamp.as_deref().and_then(|s| Sik::parse(s).ok()),
+            .map(|e| Listed {
+                entity: EntityRef {
+                    id: e.id.clone(),
+                    stamp: e.stamp.as_deref().and_then(|s| Sik::parse(s).ok()),
+                },
+                terms: terms_of(e),
             })
             .collect();
         let is_last = entities.len() < size;

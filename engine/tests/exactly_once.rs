@@ -369,7 +369,7 @@ fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
     let mut mangled = Twisted::new(std::sync::Arc::clone(&rail));
     mangled.on_page = Some(Box::new(|page| {
         for entity in &mut page.entities {
-            entity.id = "x".repeat(65);
+            entity.entity.id = "x".repeat(65);
         }
     }));
     let engine = world.engine(mangled, "p1");

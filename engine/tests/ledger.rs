@@ -97,7 +97,19 @@ fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
     let widened = "kind IN ('REFUND', 'SETTLEMENT', 'TRANSFER', 'SCHEDULED_TRANSFER',\n        'SCHEDULED_UPDATE')";
     let migration = include_str!("../schema/0002_kinds.sql");
     assert_eq!(migration.matches(widened).count(), 1);
-    let back_to_v1 = migration.replace(widened, "kind IN ('REFUND', 'SETTLEMENT')");
+    // Version 4's `moved_minor` is left behind with the rest of the current table.
+    let v1_columns = "merchant_id, sik, tool, kind, subject_id, amount_minor, currency, \
+        reversibility, distinct_reason, call_json, state, attempt_seq, reconcile_inconclusive, \
+        rail_entity_id, lease_owner, lease_expires_at, reconcile_not_before, reason_code, reason, \
+        mandate_hash, audit_seq, counted_at, first_seen_at, updated_at";
+    let copy = "INSERT INTO intents_v2 SELECT * FROM intents;";
+    assert_eq!(migration.matches(copy).count(), 1);
+    let back_to_v1 = migration
+        .replace(widened, "kind IN ('REFUND', 'SETTLEMENT')")
+        .replace(
+            copy,
+            &format!("INSERT INTO intents_v2 SELECT {v1_columns} FROM intents;"),
+        );
     let v1 = raw(&world.db());
     v1.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
     // Migration 3's table goes too: a version 1 ledger has no clock anchors.
@@ -121,8 +133,8 @@ fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
     assert_eq!(count("SELECT count(*) FROM intent_attempts"), 1);
     assert_eq!(
         count("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'"),
-        6,
-        "the window, fee and audit triggers are all back"
+        7,
+        "the window, fee and audit triggers are all back, and version 4's moved-amount one"
     );
     assert_eq!(
         count(

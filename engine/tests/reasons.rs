@@ -475,6 +475,14 @@ fn every_reason_code_is_produced_with_its_numbers() {
         ReasonCode::Quarantined,
         &["operator"],
     );
+    engine.rail().script([ExecFault::MovesOneMore]);
+    seen.expect(
+        &engine,
+        &refund("pay_2000", 2_000),
+        l,
+        ReasonCode::RailTermsDiffer,
+        &["amount 2001", "2000 INR was authorised", "operator"],
+    );
 
     let world = World::new();
     let engine = world.engine(world.rail(), "p1");

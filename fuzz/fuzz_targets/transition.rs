@@ -81,6 +81,7 @@ fn event(u: &mut Unstructured<'_>, ours: &Sik, current: u32) -> Result<Event> {
         EventKind::RailApplied => Event::RailApplied {
             attempt_seq,
             entity: entity(u, ours)?,
+            as_authorised: bool::arbitrary(u)?,
         },
         EventKind::RailRejected => Event::RailRejected { attempt_seq },
         EventKind::RailAmbiguous => Event::RailAmbiguous { attempt_seq },
@@ -89,6 +90,7 @@ fn event(u: &mut Unstructured<'_>, ours: &Sik, current: u32) -> Result<Event> {
         EventKind::ReconcileFoundApplied => Event::ReconcileFoundApplied {
             attempt_seq,
             entity: entity(u, ours)?,
+            as_authorised: bool::arbitrary(u)?,
         },
         EventKind::ReconcileConfirmedAbsent => Event::ReconcileConfirmedAbsent {
             attempt_seq,

@@ -298,14 +298,15 @@ pub fn never_two(entities: &[RailEntity]) -> Result<(), Violation> {
     Ok(())
 }
 
-/// No phantom success: a core the ledger calls `APPLIED` names an entity that exists on the rail
-/// and carries the core's own stamp.
+/// No phantom success: a core that names an entity (`APPLIED`, or `QUARANTINED` because the rail
+/// moved money other than as authorised) names one that exists on the rail and carries the
+/// core's own stamp.
 pub fn no_phantom_success<'a>(
     cores: impl IntoIterator<Item = &'a IntentCore>,
     entities: &[RailEntity],
 ) -> Result<(), Violation> {
     for core in cores {
-        if core.state != State::Applied {
+        if core.state != State::Applied && core.entity_id.is_none() {
             continue;
         }
         let named = core.entity_id.as_deref();
@@ -315,7 +316,10 @@ pub fn no_phantom_success<'a>(
         if !real {
             return violation(
                 "no-phantom-success",
-                format!("{}: APPLIED as {named:?}, no such stamped entity", core.sik),
+                format!(
+                    "{}: {} as {named:?}, no such stamped entity",
+                    core.sik, core.state
+                ),
             );
         }
     }

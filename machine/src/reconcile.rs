@@ -1,7 +1,8 @@
 //! A reconcile pass as a pure fold over the pages the rail returns. The engine feeds it pages; the
 //! pass decides which event the pages prove. The three reconciler traps are closed here, once:
 //! absence on page one is not absence, a reading before the rail's lag elapsed proves nothing, and
-//! an amount is not an identity (only the stamp matches).
+//! an amount is not an identity (only the stamp matches). An entity's terms (amount, currency,
+//! subject) are judged by the driver, which knows the intent; the pass only carries its verdict.
 
 use crate::state::{EntityRef, Event};
 use interlock_spec::ids::Sik;
@@ -17,7 +18,7 @@ pub struct ReconcilePass {
     attempt_seq: u32,
     lag_elapsed: bool,
     pages_read: u32,
-    matches: Vec<String>,
+    matches: Vec<(String, bool)>,
     exhausted: bool,
     failed: bool,
 }
@@ -48,17 +49,19 @@ impl ReconcilePass {
         }
     }
 
-    /// Takes one page. `is_last` is the rail's own word that no page follows (for count/skip
-    /// lists: fewer items than asked for).
-    pub fn observe_page(&mut self, entities: &[EntityRef], is_last: bool) -> PassProgress {
+    /// Takes one page: each entity with whether its terms are the ones authorised. `is_last` is
+    /// the rail's own word that no page follows (for count/skip lists: fewer items than asked
+    /// for).
+    pub fn observe_page(&mut self, entities: &[(EntityRef, bool)], is_last: bool) -> PassProgress {
         assert!(
             !self.exhausted && !self.failed,
             "page observed after the pass ended"
         );
         self.pages_read += 1;
-        for entity in entities {
-            if entity.stamp.as_ref() == Some(&self.sik) && !self.matches.contains(&entity.id) {
-                self.matches.push(entity.id.clone());
+        for (entity, as_authorised) in entities {
+            let seen = self.matches.iter().any(|(id, _)| *id == entity.id);
+            if entity.stamp.as_ref() == Some(&self.sik) && !seen {
+                self.matches.push((entity.id.clone(), *as_authorised));
             }
         }
         self.exhausted = is_last;
@@ -94,12 +97,13 @@ impl ReconcilePass {
     /// already, which no event can mend, so the intent is quarantined for an operator.
     pub fn conclude(self) -> Event {
         match self.matches.as_slice() {
-            [one] => Event::ReconcileFoundApplied {
+            [(one, as_authorised)] => Event::ReconcileFoundApplied {
                 entity: EntityRef {
                     id: one.clone(),
                     stamp: Some(self.sik),
                 },
                 attempt_seq: self.attempt_seq,
+                as_authorised: *as_authorised,
             },
             [] if self.exhausted && self.lag_elapsed && !self.failed => {
                 Event::ReconcileConfirmedAbsent {
@@ -131,20 +135,26 @@ mod tests {
         }
     }
 
+    /// An entity listed with terms as authorised.
+    fn seen(id: &str, stamp: Option<Sik>) -> (EntityRef, bool) {
+        (entity(id, stamp), true)
+    }
+
     #[test]
     fn absence_on_page_one_is_not_absence() {
         let mut pass = ReconcilePass::new(sik('A'), 1, true);
-        let foreign = [entity("rfnd_1", Some(sik('B')))];
+        let foreign = [seen("rfnd_1", Some(sik('B')))];
         assert_eq!(pass.observe_page(&foreign, false), PassProgress::NextPage);
         assert_eq!(
-            pass.observe_page(&[entity("rfnd_2", Some(sik('A')))], true),
+            pass.observe_page(&[seen("rfnd_2", Some(sik('A')))], true),
             PassProgress::Conclude
         );
         assert_eq!(
             pass.conclude(),
             Event::ReconcileFoundApplied {
                 attempt_seq: 1,
-                entity: entity("rfnd_2", Some(sik('A')))
+                entity: entity("rfnd_2", Some(sik('A'))),
+                as_authorised: true,
             }
         );
     }
@@ -157,7 +167,7 @@ mod tests {
             (true, false, false),
         ] {
             let mut pass = ReconcilePass::new(sik('A'), 1, lag);
-            pass.observe_page(&[entity("rfnd_1", None)], exhausted);
+            pass.observe_page(&[seen("rfnd_1", None)], exhausted);
             let concluded = pass.conclude();
             assert_eq!(
                 concluded.kind() == crate::EventKind::ReconcileConfirmedAbsent,
@@ -174,8 +184,8 @@ mod tests {
         let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.observe_page(
             &[
-                entity("rfnd_same_amount", None),
-                entity("rfnd_x", Some(sik('C'))),
+                seen("rfnd_same_amount", None),
+                seen("rfnd_x", Some(sik('C'))),
             ],
             true,
         );
@@ -194,7 +204,7 @@ mod tests {
             Event::ReconcileInconclusive { attempt_seq: 1 }
         );
         let mut pass = ReconcilePass::new(sik('A'), 1, true);
-        pass.observe_page(&[entity("rfnd_9", Some(sik('A')))], false);
+        pass.observe_page(&[seen("rfnd_9", Some(sik('A')))], false);
         pass.list_failed();
         assert_eq!(
             pass.conclude().kind(),
@@ -207,8 +217,8 @@ mod tests {
         let mut pass = ReconcilePass::new(sik('A'), 1, true);
         pass.observe_page(
             &[
-                entity("rfnd_1", Some(sik('A'))),
-                entity("rfnd_2", Some(sik('A'))),
+                seen("rfnd_1", Some(sik('A'))),
+                seen("rfnd_2", Some(sik('A'))),
             ],
             true,
         );
@@ -226,6 +236,21 @@ mod tests {
         assert_eq!(
             pass.conclude(),
             Event::ReconcileInconclusive { attempt_seq: 1 }
+        );
+    }
+
+    #[test]
+    fn an_entity_not_as_authorised_is_found_with_that_verdict() {
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
+        let differing = (entity("rfnd_7", Some(sik('A'))), false);
+        pass.observe_page(&[seen("rfnd_1", None), differing], true);
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity: entity("rfnd_7", Some(sik('A'))),
+                as_authorised: false,
+            }
         );
     }
 }

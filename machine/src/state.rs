@@ -203,6 +203,10 @@ pub enum Event {
         attempt_seq: u32,
         /// The entity in the reply. Its stamp must be ours.
         entity: EntityRef,
+        /// The entity's amount, currency and subject are the ones authorised. When they are not,
+        /// money moved, but not as a human allowed: the intent is quarantined with the entity
+        /// recorded, so it can never be retried, and an operator must look.
+        as_authorised: bool,
     },
     /// The rail refused the call of `attempt_seq` outright (a 4xx).
     RailRejected {
@@ -224,6 +228,8 @@ pub enum Event {
         attempt_seq: u32,
         /// The entity found. Its stamp must be ours.
         entity: EntityRef,
+        /// As for [`Event::RailApplied`]: the entity's terms are the ones authorised.
+        as_authorised: bool,
     },
     /// The pass read every page after the rail's lag had elapsed and found nothing of ours.
     ReconcileConfirmedAbsent {
@@ -377,7 +383,9 @@ pub struct IntentCore {
     pub attempt_seq: u32,
     /// Inconclusive reconcile passes since the current attempt started.
     pub reconcile_inconclusive: u32,
-    /// The rail entity carrying our stamp, once known (only in `APPLIED`).
+    /// The rail entity carrying our stamp, once known: always in `APPLIED`, and in `QUARANTINED`
+    /// when the rail moved money other than as authorised. Once recorded it is never dropped:
+    /// an intent whose money moved can never be proven absent, so never retried.
     pub entity_id: Option<String>,
 }
 
@@ -405,10 +413,15 @@ impl IntentCore {
             self.reconcile_inconclusive < RECONCILE_INCONCLUSIVE_MAX
                 || self.state == State::Quarantined
         );
-        assert_eq!(
-            self.entity_id.is_some(),
-            self.state == State::Applied,
-            "entity id iff APPLIED"
+        assert!(
+            self.state != State::Applied || self.entity_id.is_some(),
+            "APPLIED without an entity id"
+        );
+        assert!(
+            self.entity_id.is_none()
+                || (matches!(self.state, State::Applied | State::Quarantined)
+                    && self.attempt_seq >= 1),
+            "an entity id outside APPLIED and QUARANTINED, or before any attempt"
         );
         let attempted = matches!(
             self.state,
@@ -502,6 +515,18 @@ pub enum Illegal {
     NeverAttempted,
     /// The intent has used every attempt it may make.
     AttemptLimitReached,
+    /// An operator claimed nothing moved for an intent whose entity the rail already showed.
+    EntityRecorded {
+        /// The entity on record.
+        entity_id: String,
+    },
+    /// An operator named an entity other than the one on record.
+    OtherEntity {
+        /// The entity on record.
+        recorded: String,
+        /// The entity offered.
+        offered: String,
+    },
 }
 
 impl fmt::Display for Illegal {
@@ -533,6 +558,14 @@ impl fmt::Display for Illegal {
                 f.write_str("an intent that never made a rail call cannot have been applied")
             }
             Illegal::AttemptLimitReached => write!(f, "attempt limit {ATTEMPT_SEQ_MAX} reached"),
+            Illegal::EntityRecorded { entity_id } => write!(
+                f,
+                "the rail already showed entity {entity_id} for this intent: its money moved, so it cannot be confirmed not applied"
+            ),
+            Illegal::OtherEntity { recorded, offered } => write!(
+                f,
+                "entity {offered} is not the entity on record for this intent ({recorded})"
+            ),
         }
     }
 }

@@ -40,9 +40,10 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
         Event::RailApplied {
             attempt_seq,
             entity,
+            as_authorised,
         } => {
             about_attempt(core, kind, InFlight, *attempt_seq)?;
-            applied(core, entity)
+            applied(core, entity, *as_authorised)
         }
         Event::RailRejected { attempt_seq } => {
             // The agent hears the refusal now; the ledger verifies it in the background.
@@ -68,9 +69,10 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
         Event::ReconcileFoundApplied {
             attempt_seq,
             entity,
+            as_authorised,
         } => {
             about_attempt(core, kind, Reconciling, *attempt_seq)?;
-            applied(core, entity)
+            applied(core, entity, *as_authorised)
         }
         Event::ReconcileConfirmedAbsent {
             attempt_seq,
@@ -97,10 +99,24 @@ fn transition(core: &IntentCore, event: &Event) -> Result<Step, Illegal> {
             if core.attempt_seq == 0 {
                 return Err(Illegal::NeverAttempted);
             }
-            applied(core, entity)
+            if let Some(recorded) = core.entity_id.as_ref().filter(|id| **id != entity.id) {
+                return Err(Illegal::OtherEntity {
+                    recorded: recorded.clone(),
+                    offered: entity.id.clone(),
+                });
+            }
+            // The operator accepts what the rail did, as it did it.
+            applied(core, entity, true)
         }
         Event::OperatorConfirmedNotApplied { lag_elapsed } => {
             require(core, kind, &[Quarantined])?;
+            // Money that the rail showed moving cannot be un-moved by a word: that would
+            // re-authorise, and pay, a second time.
+            if let Some(entity_id) = &core.entity_id {
+                return Err(Illegal::EntityRecorded {
+                    entity_id: entity_id.clone(),
+                });
+            }
             if !lag_elapsed {
                 return Err(Illegal::LagNotElapsed);
             }
@@ -157,7 +173,9 @@ fn reauthorize(core: &IntentCore, kind: EventKind) -> Result<Step, Illegal> {
     Ok(to(core, State::Authorized, Effect::StartAttempt))
 }
 
-fn applied(core: &IntentCore, entity: &EntityRef) -> Result<Step, Illegal> {
+/// Our entity is on the rail: `APPLIED`, or, when its terms are not the ones authorised,
+/// `QUARANTINED` with the entity recorded, which no edge leads back to a retry from.
+fn applied(core: &IntentCore, entity: &EntityRef, as_authorised: bool) -> Result<Step, Illegal> {
     if entity.id.is_empty() || entity.id.len() > ENTITY_ID_LENGTH_MAX {
         return Err(Illegal::MalformedEntityId);
     }
@@ -166,7 +184,11 @@ fn applied(core: &IntentCore, entity: &EntityRef) -> Result<Step, Illegal> {
             entity_id: entity.id.clone(),
         });
     }
-    let mut next = to(core, State::Applied, Effect::None);
+    let mut next = if as_authorised {
+        to(core, State::Applied, Effect::None)
+    } else {
+        to(core, State::Quarantined, Effect::AwaitHuman)
+    };
     next.next.entity_id = Some(entity.id.clone());
     Ok(next)
 }
@@ -259,6 +281,10 @@ fn assert_core_sentence(core: &IntentCore, step: &Step) {
     assert!(
         step.next.attempt_seq >= core.attempt_seq,
         "attempt_seq went backwards"
+    );
+    assert!(
+        core.entity_id.is_none() || step.next.entity_id == core.entity_id,
+        "a recorded entity was dropped or replaced"
     );
     if core.state.is_absorbing() {
         unreachable!("an absorbing state accepted an event");

@@ -46,6 +46,7 @@ pub fn well_formed(kind: EventKind, core: &IntentCore) -> Event {
         EventKind::RailApplied => Event::RailApplied {
             attempt_seq,
             entity: ours(),
+            as_authorised: true,
         },
         EventKind::RailRejected => Event::RailRejected { attempt_seq },
         EventKind::RailAmbiguous => Event::RailAmbiguous { attempt_seq },
@@ -54,6 +55,7 @@ pub fn well_formed(kind: EventKind, core: &IntentCore) -> Event {
         EventKind::ReconcileFoundApplied => Event::ReconcileFoundApplied {
             attempt_seq,
             entity: ours(),
+            as_authorised: true,
         },
         EventKind::ReconcileConfirmedAbsent => Event::ReconcileConfirmedAbsent {
             attempt_seq,
@@ -108,6 +110,7 @@ fn guard_examples() -> Vec<(String, String)> {
             Event::RailApplied {
                 attempt_seq: 1,
                 entity: foreign.clone(),
+                as_authorised: true,
             },
         ),
         (State::InFlight, Event::RailAmbiguous { attempt_seq: 0 }),
@@ -120,6 +123,7 @@ fn guard_examples() -> Vec<(String, String)> {
             Event::ReconcileFoundApplied {
                 attempt_seq: 1,
                 entity: foreign,
+                as_authorised: true,
             },
         ),
         (
@@ -182,6 +186,45 @@ fn guard_examples() -> Vec<(String, String)> {
             "accepted: → {} (the {}th inconclusive pass quarantines)",
             quarantined.next.state, RECONCILE_INCONCLUSIVE_MAX
         ),
+    ));
+    out.extend(entity_examples());
+    out
+}
+
+/// The entity that moved money other than as authorised: quarantined with the entity recorded,
+/// and from there only an operator's "applied" (naming that entity) leads out.
+fn entity_examples() -> Vec<(String, String)> {
+    let in_flight = representative(State::InFlight);
+    let mut differing = well_formed(EventKind::RailApplied, &in_flight);
+    if let Event::RailApplied { as_authorised, .. } = &mut differing {
+        *as_authorised = false;
+    }
+    let held = step(&in_flight, &differing).expect("an edge");
+    let mut out = vec![(
+        "IN_FLIGHT + RAIL_APPLIED (our stamp, terms not as authorised)".to_owned(),
+        format!(
+            "accepted: → {} / {:?}, entity {} recorded",
+            held.next.state,
+            held.effect,
+            held.next.entity_id.as_deref().unwrap_or("?")
+        ),
+    )];
+    let not_applied = Event::OperatorConfirmedNotApplied { lag_elapsed: true };
+    let refusal = step(&held.next, &not_applied).expect_err("entity recorded");
+    out.push((
+        "QUARANTINED (entity recorded) + OPERATOR_CONFIRMED_NOT_APPLIED".to_owned(),
+        refusal.to_string(),
+    ));
+    let other = Event::OperatorConfirmedApplied {
+        entity: EntityRef {
+            id: "rfnd_other".to_owned(),
+            stamp: Some(held.next.sik.clone()),
+        },
+    };
+    let refusal = step(&held.next, &other).expect_err("another entity");
+    out.push((
+        "QUARANTINED (entity recorded) + OPERATOR_CONFIRMED_APPLIED (another entity)".to_owned(),
+        refusal.to_string(),
     ));
     out
 }

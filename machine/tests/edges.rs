@@ -43,6 +43,7 @@ fn happy_path_calls_the_rail_once_then_applies() {
         &[Event::RailApplied {
             attempt_seq: 1,
             entity,
+            as_authorised: true,
         }],
     );
     assert_eq!(applied.next.state, State::Applied);
@@ -195,6 +196,7 @@ fn replies_for_other_attempts_and_foreign_entities_are_refused() {
         &Event::RailApplied {
             attempt_seq: 1,
             entity: replayed,
+            as_authorised: true,
         },
     );
     assert_eq!(
@@ -212,7 +214,8 @@ fn replies_for_other_attempts_and_foreign_entities_are_refused() {
             &flying,
             &Event::RailApplied {
                 attempt_seq: 1,
-                entity: unstamped
+                entity: unstamped,
+                as_authorised: true,
             }
         ),
         Err(Illegal::ForeignStamp { .. })
@@ -226,7 +229,8 @@ fn replies_for_other_attempts_and_foreign_entities_are_refused() {
             &flying,
             &Event::RailApplied {
                 attempt_seq: 1,
-                entity: empty
+                entity: empty,
+                as_authorised: true,
             }
         ),
         Err(Illegal::MalformedEntityId)
@@ -399,6 +403,7 @@ fn a_reconcile_conclusion_cannot_settle_a_later_attempt() {
     let stale_found = Event::ReconcileFoundApplied {
         attempt_seq: 1,
         entity: ours(&second, "rfnd_1"),
+        as_authorised: true,
     };
     assert!(matches!(
         step(&second, &stale_found),
@@ -436,6 +441,7 @@ fn a_rejection_is_verified_against_the_rail_before_it_counts_as_settled() {
             Event::ReconcileFoundApplied {
                 attempt_seq: 1,
                 entity,
+                as_authorised: true,
             },
         ],
     );
@@ -451,4 +457,74 @@ fn an_operator_cannot_clear_a_quarantine_before_the_lag_has_passed() {
     let quarantined = representative(State::Quarantined);
     let early = Event::OperatorConfirmedNotApplied { lag_elapsed: false };
     assert_eq!(step(&quarantined, &early), Err(Illegal::LagNotElapsed));
+}
+
+#[test]
+fn money_moved_other_than_authorised_is_quarantined_with_its_entity_and_never_retried() {
+    let core = IntentCore::proposed(sik());
+    let flying = run(core.clone(), &[Event::GatesPassed, Event::AttemptStarted]);
+    let differing = Event::RailApplied {
+        attempt_seq: 1,
+        entity: ours(&core, "rfnd_wrong"),
+        as_authorised: false,
+    };
+    let held = run(flying.next.clone(), &[differing]);
+    assert_eq!(
+        (held.next.state, held.effect, held.next.entity_id.as_deref()),
+        (State::Quarantined, Effect::AwaitHuman, Some("rfnd_wrong"))
+    );
+    // No word of an operator's can turn moved money into "not applied", so nothing re-authorises.
+    let not_applied = Event::OperatorConfirmedNotApplied { lag_elapsed: true };
+    assert_eq!(
+        step(&held.next, &not_applied),
+        Err(Illegal::EntityRecorded {
+            entity_id: "rfnd_wrong".into()
+        })
+    );
+    for event in [
+        Event::RetryAuthorized,
+        Event::Reopened,
+        Event::AttemptStarted,
+    ] {
+        assert!(step(&held.next, &event).is_err(), "{event:?} accepted");
+    }
+    let other = Event::OperatorConfirmedApplied {
+        entity: ours(&core, "rfnd_other"),
+    };
+    assert!(matches!(
+        step(&held.next, &other),
+        Err(Illegal::OtherEntity { .. })
+    ));
+    let accepted = Event::OperatorConfirmedApplied {
+        entity: ours(&core, "rfnd_wrong"),
+    };
+    let applied = run(held.next, &[accepted]);
+    assert_eq!(
+        (applied.next.state, applied.next.entity_id.as_deref()),
+        (State::Applied, Some("rfnd_wrong"))
+    );
+}
+
+#[test]
+fn a_reconcile_pass_that_finds_money_moved_otherwise_quarantines_too() {
+    let core = IntentCore::proposed(sik());
+    let reconciling = run(
+        core.clone(),
+        &[
+            Event::GatesPassed,
+            Event::AttemptStarted,
+            Event::RailAmbiguous { attempt_seq: 1 },
+            Event::ReconcileStarted,
+        ],
+    );
+    let found = Event::ReconcileFoundApplied {
+        attempt_seq: 1,
+        entity: ours(&core, "rfnd_found"),
+        as_authorised: false,
+    };
+    let held = run(reconciling.next, &[found]);
+    assert_eq!(
+        (held.next.state, held.next.entity_id.as_deref()),
+        (State::Quarantined, Some("rfnd_found"))
+    );
 }

@@ -40,10 +40,13 @@ fn event() -> impl Strategy<Value = Event> {
         Just(Event::HoldRejected),
         Just(Event::Quarantine),
         Just(Event::AttemptStarted),
-        (attempt.clone(), entity()).prop_map(|(attempt_seq, entity)| Event::RailApplied {
-            attempt_seq,
-            entity
-        }),
+        (attempt.clone(), entity(), any::<bool>()).prop_map(
+            |(attempt_seq, entity, as_authorised)| Event::RailApplied {
+                attempt_seq,
+                entity,
+                as_authorised,
+            }
+        ),
         attempt
             .clone()
             .prop_map(|attempt_seq| Event::RailRejected { attempt_seq }),
@@ -52,12 +55,13 @@ fn event() -> impl Strategy<Value = Event> {
             .prop_map(|attempt_seq| Event::RailAmbiguous { attempt_seq }),
         Just(Event::LeaseExpired),
         Just(Event::ReconcileStarted),
-        (attempt.clone(), entity()).prop_map(|(attempt_seq, entity)| {
-            Event::ReconcileFoundApplied {
+        (attempt.clone(), entity(), any::<bool>()).prop_map(
+            |(attempt_seq, entity, as_authorised)| Event::ReconcileFoundApplied {
                 attempt_seq,
                 entity,
+                as_authorised,
             }
-        }),
+        ),
         (attempt.clone(), any::<bool>(), any::<bool>()).prop_map(
             |(attempt_seq, pagination_exhausted, lag_elapsed)| Event::ReconcileConfirmedAbsent {
                 attempt_seq,

@@ -40,7 +40,7 @@
 //! A3: an operator's "not applied" counts only with `lag_elapsed`, which by A1 means an empty wire.
 
 use interlock_driver::gates::{LiveTool, Usage};
-use interlock_driver::rail::{ListPage, PaymentReferent, RailError, Referent};
+use interlock_driver::rail::{EntityTerms, ListPage, Listed, PaymentReferent, RailError, Referent};
 use interlock_driver::{
     Answer, AttemptView, Command, Commit, Context, Decide, Decided, DriverConfig, Expect, Flaw,
     IntentKey, IntentView, Judgement, LeaseChange, Outcome, Pass, PassCommand, Proposal, RailCall,
@@ -187,11 +187,13 @@ pub enum Mutant {
     AnswerBeforeCommit,
     /// The driver re-sends a call that timed out, at once.
     ResendAfterTimeout,
+    /// The driver takes a stamped entity as applied without checking its amount.
+    IgnoreTerms,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::UnknownToAuthorized,
         Mutant::AbsentFromPageOne,
         Mutant::IgnoreLag,
@@ -205,6 +207,7 @@ impl Mutant {
         Mutant::ReopenRejectedDirectly,
         Mutant::AnswerBeforeCommit,
         Mutant::ResendAfterTimeout,
+        Mutant::IgnoreTerms,
     ];
 
     /// The flaw this mutant plants in the driver, if it is (or needs) one.
@@ -219,6 +222,7 @@ impl Mutant {
             Mutant::RejectionIsFinal => Some(Flaw::RejectionIsFinal),
             Mutant::AnswerBeforeCommit => Some(Flaw::AnswerBeforeCommit),
             Mutant::ResendAfterTimeout => Some(Flaw::ResendAfterTimeout),
+            Mutant::IgnoreTerms => Some(Flaw::IgnoreTerms),
             Mutant::IgnoreLag
             | Mutant::MatchByAmount
             | Mutant::AcceptReplay
@@ -248,6 +252,8 @@ pub struct Config {
     pub quarantines: u8,
     /// Times a live lease holder stalls past its lease and another process takes the intent over.
     pub stalls: u8,
+    /// Calls the rail applies with another amount than asked (one minor unit less).
+    pub misapplied: u8,
     /// The planted bug, if any.
     pub mutant: Option<Mutant>,
 }
@@ -267,6 +273,7 @@ impl Config {
             list_failures: 2,
             quarantines: 0,
             stalls: 0,
+            misapplied: 0,
             mutant: None,
         }
     }
@@ -282,6 +289,7 @@ impl Config {
             rejections: 0,
             list_failures: interlock_machine::RECONCILE_INCONCLUSIVE_MAX as u8,
             quarantines: 1,
+            misapplied: 1,
             ..Config::bounded()
         }
     }
@@ -310,7 +318,7 @@ impl Config {
     /// The configuration in which `mutant` can show itself, with the bug planted.
     pub fn with_mutant(mutant: Mutant) -> Config {
         let base = match mutant {
-            Mutant::OperatorIgnoresLag => Config::partition(),
+            Mutant::OperatorIgnoresLag | Mutant::IgnoreTerms => Config::partition(),
             Mutant::SendWithoutRecheck => Config::stall(),
             _ => Config::bounded(),
         };
@@ -386,6 +394,16 @@ pub struct Entity {
     pub visible: bool,
 }
 
+impl Entity {
+    /// What the adapter reads from the entity: its amount (one subject, one currency here).
+    fn terms(&self) -> EntityTerms {
+        EntityTerms {
+            amount: Some(Minor::new(self.amount_minor).expect("an amount")),
+            ..EntityTerms::default()
+        }
+    }
+}
+
 /// What the rail does with a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RailOutcome {
@@ -401,6 +419,10 @@ pub enum RailOutcome {
     ApplyThenReplay,
     /// Applies, then answers 4xx (a duplicate receipt, a rail that checks after writing).
     ApplyThenReject,
+    /// Applies one minor unit less than asked and answers with that entity.
+    ApplyOtherAmount,
+    /// Applies one minor unit less than asked, then answers 5xx: the reconciler finds it.
+    ApplyOtherAmountThenAmbiguous,
 }
 
 /// The whole world: ledger, processes, rail, agent and the fault budgets left.
@@ -437,6 +459,8 @@ pub struct World {
     pub quarantines_left: u8,
     /// Stalls left.
     pub stalls_left: u8,
+    /// Calls the rail may still apply with another amount.
+    pub misapplied_left: u8,
     /// Ghost: a reply without our stamp was committed as ambiguous, not as ours.
     pub foreign_refused: bool,
     /// Ghost: `step` refused an outcome or conclusion for an earlier attempt.
@@ -585,6 +609,7 @@ impl Protocol {
             distinct_reason: None,
             mandate_hash: mandate_hash().to_owned(),
             attempt,
+            moved_minor: None,
         })
     }
 
@@ -747,6 +772,26 @@ impl World {
             .collect()
     }
 
+    /// A transition the rail's answer or a reconcile pass made into `APPLIED` names an entity
+    /// that moved the authorised amount (an operator may accept another, knowingly).
+    fn as_authorised_if_applied(&self, record: &Record) -> bool {
+        let Record::Transition { event, to, .. } = record else {
+            return true;
+        };
+        let entity = match event {
+            Event::RailApplied { entity, .. } | Event::ReconcileFoundApplied { entity, .. } => {
+                entity
+            }
+            _ => return true,
+        };
+        to.state != State::Applied
+            || self
+                .entities
+                .iter()
+                .enumerate()
+                .any(|(id, e)| entity_name(id) == entity.id && e.amount_minor == REFUND_MINOR)
+    }
+
     fn ours(&self) -> Vec<EntityId> {
         (0..self.entities.len())
             .filter(|&id| self.entities[id].stamp == our_sik())
@@ -793,6 +838,7 @@ impl Model for Protocol {
             list_failures_left: c.list_failures,
             quarantines_left: c.quarantines,
             stalls_left: c.stalls,
+            misapplied_left: c.misapplied,
             foreign_refused: false,
             stale_refused: false,
             premature_applied: false,
@@ -846,6 +892,10 @@ impl Model for Protocol {
                         || invariants::no_silent_loss(w.ledger.iter(), &w.rail_entities()).is_ok()
                 },
             ),
+            Property::<Self>::always(
+                "money moved other than authorised is never APPLIED on the rail's word",
+                |_, w| w.history.iter().all(|r| w.as_authorised_if_applied(r)),
+            ),
             Property::<Self>::always("refunded total within the refundable", |_, w| {
                 w.entities.iter().map(|e| e.amount_minor).sum::<u64>() <= PAYMENT_MINOR
             }),
@@ -897,6 +947,16 @@ impl Model for Protocol {
                 },
             ));
         }
+        if self.config.misapplied > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "money moved other than authorised, quarantined with its entity",
+                |_, w| {
+                    w.ledger
+                        .as_ref()
+                        .is_some_and(|c| c.state == State::Quarantined && c.entity_id.is_some())
+                },
+            ));
+        }
         if self.config.stalls > 0 {
             properties.push(Property::<Self>::sometimes(
                 "a late outcome refused as stale",
@@ -940,9 +1000,12 @@ pub fn list_page(model: &Protocol, world: &World, skip: usize) -> ListPage {
             } else {
                 entity.stamp.clone()
             };
-            EntityRef {
-                id: entity_name(id),
-                stamp: Some(stamp),
+            Listed {
+                entity: EntityRef {
+                    id: entity_name(id),
+                    stamp: Some(stamp),
+                },
+                terms: entity.terms(),
             }
         })
         .collect::<Vec<_>>();
@@ -993,6 +1056,10 @@ impl Protocol {
             }
             if world.replays_left > 0 {
                 actions.push(Action::Rail(i, RailOutcome::ApplyThenReplay));
+            }
+            if world.misapplied_left > 0 {
+                actions.push(Action::Rail(i, RailOutcome::ApplyOtherAmount));
+                actions.push(Action::Rail(i, RailOutcome::ApplyOtherAmountThenAmbiguous));
             }
         }
         let quarantined = state_of(world) == Some(State::Quarantined);
@@ -1185,6 +1252,7 @@ impl Protocol {
                         id: entity_name(id),
                         stamp: Some(stamp),
                     },
+                    terms: world.entities[id].terms(),
                     fee: Minor::ZERO,
                     tax: Minor::ZERO,
                     response: String::new(),
@@ -1272,6 +1340,12 @@ impl Protocol {
                 | RailOutcome::ApplyThenAmbiguous
                 | RailOutcome::ApplyThenReplay
                 | RailOutcome::ApplyThenReject
+                | RailOutcome::ApplyOtherAmount
+                | RailOutcome::ApplyOtherAmountThenAmbiguous
+        );
+        let otherwise = matches!(
+            outcome,
+            RailOutcome::ApplyOtherAmount | RailOutcome::ApplyOtherAmountThenAmbiguous
         );
         match outcome {
             RailOutcome::Apply => {}
@@ -1280,19 +1354,30 @@ impl Protocol {
                 world.ambiguous_left -= 1
             }
             RailOutcome::ApplyThenReplay => world.replays_left -= 1,
+            RailOutcome::ApplyOtherAmount | RailOutcome::ApplyOtherAmountThenAmbiguous => {
+                world.misapplied_left -= 1
+            }
         }
         if applies {
             world.entities.push(Entity {
                 stamp: our_sik(),
-                amount_minor: REFUND_MINOR,
+                amount_minor: if otherwise {
+                    REFUND_MINOR - 1
+                } else {
+                    REFUND_MINOR
+                },
                 // Read lag: a new entity is listed only once the reconcile delay has passed.
                 visible: false,
             });
         }
         let reply = match outcome {
-            RailOutcome::Apply => Reply::Entity(world.entities.len() - 1),
+            RailOutcome::Apply | RailOutcome::ApplyOtherAmount => {
+                Reply::Entity(world.entities.len() - 1)
+            }
             RailOutcome::Reject | RailOutcome::ApplyThenReject => Reply::Rejected,
-            RailOutcome::ApplyThenAmbiguous | RailOutcome::AmbiguousNotApplied => Reply::Ambiguous,
+            RailOutcome::ApplyThenAmbiguous
+            | RailOutcome::AmbiguousNotApplied
+            | RailOutcome::ApplyOtherAmountThenAmbiguous => Reply::Ambiguous,
             RailOutcome::ApplyThenReplay => Reply::Entity(0),
         };
         // The reply reaches the caller only if it is still waiting for this very attempt.

@@ -11,7 +11,7 @@ const SILENT_LOSS: &str =
 const PHANTOM: &str = "no phantom success";
 
 /// Each mutant and the claims it must break: the claims whose absence would let it through.
-const EXPECTED: [(Mutant, &[&str]); 13] = [
+const EXPECTED: [(Mutant, &[&str]); 14] = [
     (
         Mutant::UnknownToAuthorized,
         &["I3 no blind retries", "the core sentence", NEVER_TWO],
@@ -43,6 +43,10 @@ const EXPECTED: [(Mutant, &[&str]); 13] = [
         &["no APPLIED answer before the outcome is durable"],
     ),
     (Mutant::ResendAfterTimeout, &[NEVER_TWO]),
+    (
+        Mutant::IgnoreTerms,
+        &["money moved other than authorised is never APPLIED on the rail's word"],
+    ),
 ];
 
 /// Searches the mutant's configuration (`Config::with_mutant`) (breadth first, one thread, so the path is a

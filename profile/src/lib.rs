@@ -329,6 +329,27 @@ pub struct PageCount {
 pub struct Entities {
     /// Its id.
     pub id: String,
+    /// Optional, per kind: where an entity states what it did. Interlock checks every stated
+    /// term against the authorised call; an entity whose terms differ (or whose mapped term
+    /// is missing or unreadable) is quarantined for an operator with both figures, never
+    /// taken as a clean success. A kind without an entry is not checked.
+    #[serde(default)]
+    pub terms: BTreeMap<ActionKind, TermFields>,
+}
+
+/// The fields of an entity's answer that state its terms; each optional.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TermFields {
+    /// The amount it moved, in the referent reads' encoding (`referent.amounts`).
+    #[serde(default)]
+    pub amount: Option<String>,
+    /// Its ISO currency code.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// The id of the referent it is about (a refund's payment).
+    #[serde(default)]
+    pub subject: Option<String>,
 }
 
 impl Profile {

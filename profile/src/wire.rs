@@ -5,8 +5,8 @@
 
 use crate::{CurrencyAt, ListTool, Profile};
 use interlock_driver::rail::{
-    ListPage, ListQuery, OrderReferent, PageAt, PaymentReferent, RailCall, RailError, RailOutcome,
-    Referent, ScheduledReferent,
+    EntityTerms, ListPage, ListQuery, Listed, OrderReferent, PageAt, PaymentReferent, RailCall,
+    RailError, RailOutcome, Referent, ScheduledReferent,
 };
 use interlock_machine::EntityRef;
 use interlock_spec::action::{ActionKind, AmountEncoding, STAMP_NOTE_KEY};
@@ -215,6 +215,7 @@ impl Profile {
         }
         RailOutcome::Applied {
             entity,
+            terms: self.terms(call.kind, &value),
             fee: charged(call, &value, fee_field),
             tax: charged(call, &value, "tax"),
             response: text,
@@ -259,7 +260,12 @@ impl Profile {
         let id_field = self.entities.id.as_str();
         let entities = items
             .iter()
-            .filter_map(|item| id_text(&item[id_field]).map(|id| self.entity(&id, item)))
+            .filter_map(|item| {
+                id_text(&item[id_field]).map(|id| Listed {
+                    entity: self.entity(&id, item),
+                    terms: self.terms(kind, item),
+                })
+            })
             .collect();
         Ok(ListPage {
             is_last: items.is_empty(),
@@ -279,6 +285,35 @@ impl Profile {
             id: id.to_owned(),
             stamp: stamp.and_then(|text| Sik::parse(text).ok()),
         }
+    }
+
+    /// What an entity of `kind` states it did, read from the fields the profile maps for it.
+    fn terms(&self, kind: ActionKind, value: &Value) -> EntityTerms {
+        let mut terms = EntityTerms::default();
+        let Some(fields) = self.entities.terms.get(&kind) else {
+            return terms;
+        };
+        let mut unreadable = Vec::new();
+        if let Some(name) = &fields.amount {
+            match self.amount(value, name) {
+                Ok(amount) => terms.amount = Some(amount),
+                Err(e) => unreadable.push(e.to_string()),
+            }
+        }
+        if let Some(name) = &fields.currency {
+            match currency(value, &CurrencyAt::Field(name.clone())) {
+                Ok(currency) => terms.currency = Some(currency),
+                Err(e) => unreadable.push(e.to_string()),
+            }
+        }
+        if let Some(name) = &fields.subject {
+            match id_text(field(value, name)) {
+                Some(subject) => terms.subject_id = Some(subject),
+                None => unreadable.push(format!("the entity's {name} is not an id")),
+            }
+        }
+        terms.unreadable = (!unreadable.is_empty()).then(|| unreadable.join("; "));
+        terms
     }
 
     /// An amount in a referent's answer, in the encoding the profile declares for them.

@@ -111,6 +111,9 @@ reason_codes! {
     PreviouslyBlocked => "PREVIOUSLY_BLOCKED",
     /// Engine: the action is quarantined until an operator settles it.
     Quarantined => "QUARANTINED",
+    /// Engine: the rail's entity carries our stamp but moved another amount, currency or
+    /// subject than authorised; quarantined for an operator, never retried.
+    RailTermsDiffer => "RAIL_TERMS_DIFFER",
     /// Engine: the rail refused the call; it is being verified as not applied.
     RailRejected => "RAIL_REJECTED",
     /// Engine: the rail's answer was ambiguous; the action is being reconciled.

@@ -39,6 +39,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema/0001_ledger.sql"),
     include_str!("../../schema/0002_kinds.sql"),
     include_str!("../../schema/0003_clock.sql"),
+    include_str!("../../schema/0004_terms.sql"),
 ];
 /// The schema version a ledger this build opens is migrated to: how many migrations exist.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -436,7 +437,7 @@ pub(crate) fn apply_locked(
                 rail_entity_id = ?6, lease_owner = ?7, lease_expires_at = ?8,
                 reconcile_not_before = ?9, reason_code = coalesce(?10, reason_code),
                 reason = coalesce(?11, reason), audit_seq = ?12,
-                updated_at = max(updated_at, ?13),
+                updated_at = max(updated_at, ?13), moved_minor = coalesce(?20, moved_minor),
                 counted_at = CASE
                     WHEN ?3 IN (SELECT state FROM counted_states)
                         AND (?14 NOT IN (SELECT state FROM counted_states) OR ?3 = ?19)
@@ -464,6 +465,7 @@ pub(crate) fn apply_locked(
                 seen.lease_expires_at,
                 // (Re)authorisation restarts the windows' clock: see `counted_at` in the schema.
                 State::Authorized.as_str(),
+                change.moved_minor,
             ],
         )
         .map_err(|e| ledger_err(tx, e))?;
@@ -488,6 +490,8 @@ pub(crate) fn apply_locked(
         "lease_owner": lease_owner,
         "detail": change.detail,
         "reason_code": change.reason.as_ref().map(|(code, _)| code),
+        "reason": change.reason.as_ref().map(|(_, reason)| reason),
+        "moved_minor": change.moved_minor,
         "context": change.context,
     });
     audit::append(tx, seq, now_ms, event.kind().as_str(), &payload)

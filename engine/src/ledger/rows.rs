@@ -8,6 +8,16 @@ use interlock_driver::rail::RailCall;
 use interlock_machine::State;
 use rusqlite::{Connection, OptionalExtension, params};
 
+/// Reason, call, distinct reason, mandate hash, reconcile time, moved amount.
+type IntentColumns = (
+    String,
+    String,
+    Option<String>,
+    String,
+    Option<u64>,
+    Option<u64>,
+);
+
 /// The intent under `key` with its current attempt, or `None`.
 pub(crate) fn read_intent(
     conn: &Connection,
@@ -16,26 +26,23 @@ pub(crate) fn read_intent(
     let Some(row) = read_row(conn, key)? else {
         return Ok(None);
     };
-    let (reason, call, distinct_reason, mandate_hash, not_before): (
-        String,
-        String,
-        Option<String>,
-        String,
-        Option<u64>,
-    ) = conn.row(
-        "SELECT reason, call_json, distinct_reason, mandate_hash, reconcile_not_before
-         FROM intents WHERE merchant_id = ?1 AND sik = ?2",
-        params![key.merchant_id.as_str(), key.sik.as_str()],
-        |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
-        },
-    )?;
+    let (reason, call, distinct_reason, mandate_hash, not_before, moved_minor): IntentColumns =
+        conn.row(
+            "SELECT reason, call_json, distinct_reason, mandate_hash, reconcile_not_before,
+                moved_minor
+             FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+            params![key.merchant_id.as_str(), key.sik.as_str()],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                ))
+            },
+        )?;
     let call: RailCall = serde_json::from_str(&call).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
     })?;
@@ -69,6 +76,7 @@ pub(crate) fn read_intent(
         distinct_reason,
         mandate_hash,
         attempt,
+        moved_minor,
     }))
 }
 

@@ -39,8 +39,18 @@ pub(crate) fn read(
     Ok(usage)
 }
 
-/// An intent's own contribution: state, amount, counted_at, currency, subject, kind, tool.
-type OwnRow = (String, u64, Option<u64>, String, String, String, String);
+/// An intent's own contribution: state, amount, counted_at, currency, subject, kind, tool, and
+/// the amount its windows count (what the rail moved, when it differs).
+type OwnRow = (
+    String,
+    u64,
+    Option<u64>,
+    String,
+    String,
+    String,
+    String,
+    u64,
+);
 
 fn subtract_self(
     conn: &Connection,
@@ -54,7 +64,8 @@ fn subtract_self(
     let own: Option<OwnRow> = conn
         .row(
             &format!(
-                "SELECT state, amount_minor, counted_at, currency, subject_id, kind, tool
+                "SELECT state, amount_minor, counted_at, currency, subject_id, kind, tool,
+                    coalesce(moved_minor, amount_minor)
                  FROM intents WHERE merchant_id = ?1 AND sik = ?2 AND {COUNTED}"
             ),
             params![key.merchant_id.as_str(), key.sik.as_str()],
@@ -67,6 +78,7 @@ fn subtract_self(
                     row.get(4)?,
                     row.get(5)?,
                     row.get(6)?,
+                    row.get(7)?,
                 )))
             },
         )
@@ -74,7 +86,7 @@ fn subtract_self(
             rusqlite::Error::QueryReturnedNoRows => Ok(None),
             e => Err(e),
         })?;
-    let Some((state, amount, counted_at, currency, own_subject, kind, tool)) = own else {
+    let Some((state, amount, counted_at, currency, own_subject, kind, tool, counted)) = own else {
         return Ok(());
     };
     let less = |minor: Minor, by: u64| Minor::new(minor.get().saturating_sub(by)).unwrap_or(minor);
@@ -86,7 +98,7 @@ fn subtract_self(
             && counted_at.is_some_and(|at| at > since)
         {
             used.calls = used.calls.saturating_sub(1);
-            used.amount = less(used.amount, amount);
+            used.amount = less(used.amount, counted);
         }
     }
     if own_subject == subject && kind == action.kind.as_str() {
@@ -169,7 +181,7 @@ fn window_usage(
     )?;
     let (edge_calls, edge_amount): (u64, u64) = conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+            "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3
                AND counted_at < ?4 AND {COUNTED}"
         ),
@@ -180,7 +192,7 @@ fn window_usage(
     if cfg!(debug_assertions) {
         let scanned: (u64, u64) = conn.row(
             &format!(
-                "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+                "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
                  WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}"
             ),
             params![merchant, currency, since],
@@ -205,7 +217,7 @@ fn scoped_window_usage(
     let names = serde_json::to_string(&names).expect("a list of names serializes");
     conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(amount_minor), 0) FROM intents
+            "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}
                AND tool IN (SELECT value FROM json_each(?4))"
         ),

@@ -36,6 +36,9 @@ which is YAML), seed, ledger and journal under DIR and starts its own proxy:
 - operator: a 504 after apply, then six failing list calls: QUARANTINED (about two minutes of
   backing-off passes, run beside the other scenes); `interlock resolve --applied`; the retry is
   an IDEMPOTENT_REPLAY in words.
+- terms: the rail commits a refund one paisa short of what was asked and answers with it
+  (the mock's `short_apply`): RAIL_TERMS_DIFFER, quarantined with both figures, never sent
+  again; `interlock resolve --applied` with that refund; the replay says what moved.
 - approvals: held settlements put to the user through the client's elicitation callback (the
   form names the agent, tool, amount in digits and words, mandate and SIK, and requires an
   explicit choice): approve -> APPLIED; decline -> PREVIOUSLY_BLOCKED; no answer within
@@ -695,6 +698,32 @@ async def operator_scene(rig, summary):
         summary["operator_entity"] = info["rail_entity_id"]
 
 
+async def terms_scene(rig, summary):
+    """The rail moves other money than authorised (a refund one paisa short) and answers with
+    it: not a success. The agent is told plainly with both figures; the intent is quarantined
+    with the entity recorded and never sent again; an operator accepts it knowingly."""
+    mandate = rig.mandate("terms")
+    journal, db, args = rig.serve("terms", mandate, faults="short_apply@1")
+    async with Session(rig, args) as s:
+        first = expect(await refund(s, "pay_3006", 4400), "RAIL_TERMS_DIFFER", "QUARANTINED",
+                       ["not as authorised", "amount 4399", "4400 INR was authorised", "do not retry"])
+        again = expect(await refund(s, "pay_3006", 4400), "RAIL_TERMS_DIFFER", "QUARANTINED")
+        check(again["sik"] == first["sik"], f"the same intent: {again}")
+        stamped = rig.stamped(journal, "refunds", "pay_3006")
+        check([e["amount"] for e in stamped] == [4399], f"one short refund on the rail: {stamped}")
+        refused = rig.cli("resolve", first["sik"], "--mandate", mandate, "--db", db,
+                          "--by", "ops@example.com", "--not-applied")
+        check(refused.returncode != 0 and "money moved" in refused.stderr,
+              f"moved money cannot be resolved as not applied: {refused.stdout} {refused.stderr}")
+        resolved = rig.cli("resolve", first["sik"], "--mandate", mandate, "--db", db,
+                           "--by", "ops@example.com", "--applied", stamped[0]["id"])
+        check(resolved.returncode == 0, f"resolve: {resolved.stdout} {resolved.stderr}")
+        info = expect(await refund(s, "pay_3006", 4400), "IDEMPOTENT_REPLAY", "APPLIED",
+                      ["4399 INR (4400 INR authorised)", stamped[0]["id"]])
+        check(len(rig.stamped(journal, "refunds", "pay_3006")) == 1, "nothing was sent again")
+        summary["terms_entity"] = info["rail_entity_id"]
+
+
 async def guard_scenes(rig):
     # The agent is not the mandate's: refused before anything is read.
     _, _, args = rig.serve("rogue", rig.mandate("rogue"), agent="agent_rogue")
@@ -953,6 +982,7 @@ SCENES = {
     "guards": lambda rig, summary: guard_scenes(rig),
     "reconciled": lambda rig, summary: reconciled_scene(rig, summary),
     "operator": lambda rig, summary: operator_scene(rig, summary),
+    "terms": lambda rig, summary: terms_scene(rig, summary),
     "approvals": lambda rig, summary: approvals_scene(rig, summary),
 }
 # Scenes only the HTTP transport has.
