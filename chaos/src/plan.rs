@@ -129,11 +129,16 @@ pub enum Fault {
     /// One entity per list page, oldest first, behind 30 seeded refunds (or 30 seeded
     /// settlements): the proof is on the 31st page.
     DeepPages,
+    /// The first money call commits one minor unit less than asked and answers with it: the
+    /// intent must be quarantined with the entity recorded, never taken as applied.
+    ShortApply,
+    /// As `ShortApply`, but the answer never comes: the reconciler finds the short entity.
+    ShortApplyTimeout,
 }
 
 impl Fault {
     /// Every profile.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 12] = [
         Fault::None,
         Fault::TimeoutAfterApply,
         Fault::TimeoutBeforeApply,
@@ -144,6 +149,8 @@ impl Fault {
         Fault::Partition,
         Fault::ConnReset,
         Fault::DeepPages,
+        Fault::ShortApply,
+        Fault::ShortApplyTimeout,
     ];
 
     /// The profile's name in the matrix.
@@ -159,6 +166,8 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::ConnReset => "conn_reset",
             Fault::DeepPages => "deep_pages",
+            Fault::ShortApply => "short_apply",
+            Fault::ShortApplyTimeout => "short_apply_timeout",
         }
     }
 
@@ -176,7 +185,26 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::ConnReset => "conn_reset@1",
             Fault::DeepPages => "page_size=1,oldest_first",
+            Fault::ShortApply => "short_apply@1",
+            Fault::ShortApplyTimeout => "short_apply_timeout@1",
         }
+    }
+
+    /// The amount the rail commits for a call of `asked`: what an `APPLIED` intent must name.
+    pub const fn moved(self, asked: u64) -> u64 {
+        match self {
+            Fault::ShortApply | Fault::ShortApplyTimeout if asked > 1 => asked - 1,
+            _ => asked,
+        }
+    }
+
+    /// Whether quarantine is the right answer under this profile: nothing can be proven
+    /// (`partition`), or the rail moved other money than authorised (an operator must look).
+    pub const fn quarantines(self) -> bool {
+        matches!(
+            self,
+            Fault::Partition | Fault::ShortApply | Fault::ShortApplyTimeout
+        )
     }
 
     /// The profile named `name`.

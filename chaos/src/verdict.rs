@@ -47,6 +47,9 @@ pub enum Kind {
     Invariant,
     /// The audit chain does not verify.
     AuditChain,
+    /// An entity of ours moved another amount than asked, and the ledger took it as applied on
+    /// the rail's word (or a pass's) instead of quarantining it for an operator.
+    TermsUnchecked,
     /// The trial itself could not be run as written (a process would not start, …).
     TrialError,
 }
@@ -58,6 +61,7 @@ impl Kind {
             Kind::DoubleApplied => "DOUBLE_APPLIED",
             Kind::Unresolved => "UNRESOLVED",
             Kind::PhantomSuccess => "PHANTOM_SUCCESS",
+            Kind::TermsUnchecked => "TERMS_UNCHECKED",
             Kind::SilentLoss => "SILENT_LOSS",
             Kind::WrongEntity => "WRONG_ENTITY",
             Kind::Stuck => "STUCK",
@@ -371,6 +375,9 @@ pub struct Evidence {
     pub subject: String,
     /// The amount it asked for.
     pub amount: u64,
+    /// The amount the rail's fault profile commits for it (the asked amount, but for
+    /// `short_apply*`): what the `APPLIED` entity must hold.
+    pub moved: u64,
     /// Whether the rail's fault profile makes quarantine the right answer (`partition`: nothing
     /// can be proven). Anywhere else a quarantine is a violation.
     pub quarantine_expected: bool,
@@ -486,6 +493,7 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
             ),
         );
     }
+    judge_terms(evidence, &mut flag);
     if let Err(v) = &evidence.history {
         flag(Kind::Invariant, format!("{}: {}", v.invariant, v.detail));
     }
@@ -493,6 +501,42 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
         flag(Kind::AuditChain, e.clone());
     }
     found
+}
+
+/// An entity of ours that moved another amount than asked may end `APPLIED` only by an
+/// operator's word, after a quarantine: never by the rail's answer or a pass's finding.
+fn judge_terms(evidence: &Evidence, flag: &mut impl FnMut(Kind, String)) {
+    let Some(short) = evidence.entities.iter().find(|e| {
+        e.amount != evidence.amount
+            && evidence
+                .cores
+                .iter()
+                .any(|c| e.stamp.as_deref() == Some(c.sik.as_str()))
+    }) else {
+        return;
+    };
+    let by_the_rail = evidence.facts.steps.iter().find(|s| {
+        s.to == State::Applied
+            && matches!(s.kind.as_str(), "RAIL_APPLIED" | "RECONCILE_FOUND_APPLIED")
+    });
+    if let Some(step) = by_the_rail {
+        flag(
+            Kind::TermsUnchecked,
+            format!(
+                "{} moved {} where {} was asked, and {} took it as APPLIED at audit seq {}",
+                short.id, short.amount, evidence.amount, step.kind, step.seq
+            ),
+        );
+    }
+    if evidence.facts.quarantines().next().is_none() {
+        flag(
+            Kind::TermsUnchecked,
+            format!(
+                "{} moved {} where {} was asked, and the intent was never quarantined",
+                short.id, short.amount, evidence.amount
+            ),
+        );
+    }
 }
 
 fn judge_applied(core: &IntentCore, evidence: &Evidence, flag: &mut impl FnMut(Kind, String)) {
@@ -509,17 +553,17 @@ fn judge_applied(core: &IntentCore, evidence: &Evidence, flag: &mut impl FnMut(K
     };
     let ours = entity.stamp.as_deref() == Some(core.sik.as_str())
         && entity.subject == evidence.subject
-        && entity.amount == evidence.amount;
+        && entity.amount == evidence.moved;
     if !ours {
         flag(
             Kind::WrongEntity,
             format!(
-                "{} is APPLIED as {named}, which is {} of {} stamped {:?}; asked {} of {}",
+                "{} is APPLIED as {named}, which is {} of {} stamped {:?}; the rail was to move {} of {}",
                 core.sik,
                 entity.amount,
                 entity.subject,
                 entity.stamp,
-                evidence.amount,
+                evidence.moved,
                 evidence.subject
             ),
         );
@@ -569,6 +613,7 @@ mod tests {
             entities,
             subject: "pay_X".to_owned(),
             amount: 500,
+            moved: 500,
             quarantine_expected: false,
             kills: Vec::new(),
             unclean_exits: Vec::new(),
@@ -633,7 +678,7 @@ mod tests {
             vec![core(State::Applied, Some("rfnd_MOCK1"))],
             vec![refund("rfnd_MOCK1", Some(SIK), 499)],
         );
-        assert_eq!(kinds(&wrong), vec![Kind::WrongEntity]);
+        assert_eq!(kinds(&wrong), vec![Kind::WrongEntity, Kind::TermsUnchecked]);
         let unknown = evidence(vec![core(State::Unknown, None)], vec![]);
         assert_eq!(kinds(&unknown), vec![Kind::Unresolved]);
         let stuck = evidence(vec![core(State::ConfirmedNotApplied, None)], vec![]);
@@ -878,5 +923,27 @@ mod tests {
         assert_eq!(created[0].stamp.as_deref(), Some(SIK));
         assert_eq!(created[1].subject, BALANCE_SUBJECT);
         assert_eq!(created[1].amount, 700);
+    }
+
+    #[test]
+    fn a_short_entity_must_be_quarantined_and_settled_by_an_operator() {
+        // Taken as applied on the rail's word: the check of its terms was skipped.
+        let mut e = evidence(
+            vec![core(State::Applied, Some("rfnd_MOCK1"))],
+            vec![refund("rfnd_MOCK1", Some(SIK), 499)],
+        );
+        e.moved = 499;
+        e.quarantine_expected = true;
+        e.facts.steps = vec![step(3, "RAIL_APPLIED", State::Applied, None)];
+        assert_eq!(kinds(&e), [Kind::TermsUnchecked]);
+        // Quarantined with the entity, then settled by the operator: no violation.
+        e.facts.steps = vec![
+            step(3, "RAIL_APPLIED", State::Quarantined, None),
+            step(4, "OPERATOR_CONFIRMED_APPLIED", State::Applied, None),
+        ];
+        assert_eq!(kinds(&e), []);
+        // The operator settled it with the amount the rail did not move: a wrong entity.
+        e.moved = 500;
+        assert_eq!(kinds(&e), [Kind::WrongEntity]);
     }
 }

@@ -2,6 +2,7 @@
 //! rail profiles, one settlement trial of every kill point under an applied-but-unanswered call
 //! (a settlement has no receipt: nothing on the rail stops a second one), the settlement cells
 //! that need the seeded settlement history (a replayed foreign answer, a proof 31 pages deep),
+//! two cells where the rail moves other money than asked (answered, and found by a pass),
 //! three race cells (one a double crash), and two stall cells (a proxy stopped past its lease
 //! at its last lease check, and with its request queued for the transport), through the real
 //! binaries, judged as the full matrix judges (`cargo run -p interlock-chaos --release -- matrix` runs every cell 20 times).
@@ -80,7 +81,15 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
         Fault::DeepPages,
         Action::Settlement,
     );
-    cells.extend([replayed, deep]);
+    // The rail moves one minor unit less than asked: answered (a settlement, killed before its
+    // answer reaches the agent), and unanswered (a refund killed mid-call, found by the pass).
+    let short = single(
+        Point::AfterCommitBeforeAck,
+        Fault::ShortApply,
+        Action::Settlement,
+    );
+    let short_found = single(Point::DuringCall, Fault::ShortApplyTimeout, Action::Refund);
+    cells.extend([replayed, deep, short, short_found]);
     let races = [
         race(Point::AfterWalBeforeCall, Fault::None, Action::Refund),
         race(Point::MidCall, Fault::None, Action::Settlement),
@@ -113,7 +122,7 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     eprintln!("total: {}", matrix::totals(&outcome));
     assert_eq!(
         outcome.trials(),
-        Point::ALL.len() * (PROFILES.len() + 1) + 2 + races.len() + 2 * stalls.len()
+        Point::ALL.len() * (PROFILES.len() + 1) + 4 + races.len() + 2 * stalls.len()
     );
     let report_of = |cell: Cell| -> &Report {
         &outcome
@@ -173,4 +182,23 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
         "a pass read {deepest:?} pages: {:?}",
         report.ledger.pages_scanned
     );
+    // Money moved one unit short is quarantined with its entity, by the rail's answer or by the
+    // pass that found it, and settled only by the operator.
+    for (cell, event) in [
+        (short, "RAIL_APPLIED"),
+        (short_found, "RECONCILE_FOUND_APPLIED"),
+    ] {
+        let steps = &report_of(cell).ledger.steps;
+        let kinds: Vec<(&str, interlock_machine::State)> =
+            steps.iter().map(|s| (s.kind.as_str(), s.to)).collect();
+        assert!(
+            kinds.contains(&(event, interlock_machine::State::Quarantined))
+                && kinds.contains(&(
+                    "OPERATOR_CONFIRMED_APPLIED",
+                    interlock_machine::State::Applied
+                )),
+            "{}: {kinds:?}",
+            cell.label()
+        );
+    }
 }
