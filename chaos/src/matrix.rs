@@ -323,6 +323,7 @@ pub fn results_markdown(
     );
     let _ = writeln!(out, "- **total: {}**\n", totals(outcome));
     out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. A stall cell instead SIGSTOPs the armed proxy at its point past its lease while the agent retries on a second proxy over the same ledger, then SIGCONTs it; `kills landed` there counts stalls that landed. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
+    out.push_str("Faults the matrix does not reach as cells are measured elsewhere, each machine-written too: a full or failing disk under the ledger, wall-clock jumps and a hostile upstream in `docs/RESULTS.faults.md` (`scripts/fault-figures.sh`, the tests of `proxy/tests/{disk,clock,hostile}.rs` with their figures), an hour of mixed load with kills in `docs/RESULTS.soak.md` (`interlock-chaos soak`).\n\n");
     out.push_str(&table(outcome));
     let failures: Vec<(&Report, &Violation)> = outcome
         .cells

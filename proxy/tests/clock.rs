@@ -118,6 +118,11 @@ async fn a_day_window_admits_no_more_than_its_cap_when_the_wall_clock_jumps() {
     third("a day forward", first.refund("pay_1005", 1_000).await);
     jumps.set("-1d");
     third("a day back", first.refund("pay_1005", 1_000).await);
+    figure(
+        T_WINDOW,
+        "third call of a 2-a-day window",
+        "WINDOW_CALLS_EXCEEDED with no jump, a day forward, a day back",
+    );
     let read = first
         .call(
             "fetch_payment",
@@ -141,6 +146,11 @@ async fn a_day_window_admits_no_more_than_its_cap_when_the_wall_clock_jumps() {
         .map(|p| scene.stamped_refunds_of(p).len())
         .sum();
     assert_eq!(stamped, 2, "{:?}", scene.inspect()["refunds"]);
+    figure(
+        T_WINDOW,
+        "refunds on the rail (cap 2, five asked, one process started a day ahead)",
+        stamped,
+    );
     assert_eq!(
         scene.inspect()["call_counters"]["money_calls"],
         Value::from(2)
@@ -211,4 +221,12 @@ async fn a_live_lease_survives_a_day_jump_and_a_second_process_sends_nothing() {
         Value::from(1),
         "{journal}"
     );
+    figure(
+        T_LEASE,
+        "settlement calls on the rail (lease live by ledger time, expired by a day by wall time)",
+        journal["call_counters"]["money_calls"].clone(),
+    );
 }
+
+const T_WINDOW: &str = "wall clock jumps ±1 day under a serving proxy (libfaketime)";
+const T_LEASE: &str = "wall clock jumps +1 day while a settlement is on the wire";

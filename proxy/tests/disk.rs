@@ -92,6 +92,11 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
     assert_eq!(outcome(&warm), "APPLIED", "{}", block(&warm));
 
     fs.fill();
+    figure(
+        T_FULL,
+        "ledger filesystem",
+        format!("tmpfs size={TMPFS_SIZE}, filled to the last byte"),
+    );
     for _ in 0..3 {
         let full = proxy.refund("pay_1002", 2_000).await;
         let text = text_of(&full);
@@ -112,7 +117,13 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
             "nothing reached the rail without a durable record"
         );
     }
+    figure(
+        T_FULL,
+        "calls while full",
+        "3 × LEDGER_UNAVAILABLE (retryable), 0 on the rail",
+    );
     fs.free();
+    let freed = std::time::Instant::now();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let applied = loop {
         let again = proxy.refund("pay_1002", 2_000).await;
@@ -127,11 +138,22 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     assert_eq!(block(&applied)["outcome"], "APPLIED");
+    figure(
+        T_FULL,
+        "applied after space returned",
+        format!("{} ms", freed.elapsed().as_millis()),
+    );
     let replay = proxy.refund("pay_1002", 2_000).await;
     assert_eq!(block(&replay)["reason_code"], "IDEMPOTENT_REPLAY");
     proxy.close().await;
-    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+    let on_rail = scene.stamped_refunds_of("pay_1002").len();
+    assert_eq!(on_rail, 1);
+    figure(T_FULL, "refunds on the rail at the end", on_rail);
 }
+
+const T_FULL: &str = "disk full under a serving proxy";
+const T_START: &str = "start on a read-only or full filesystem";
+const T_FSYNC: &str = "fsync fails (EIO) under a serving proxy";
 
 #[test]
 fn serve_refuses_to_start_on_a_read_only_or_full_filesystem() {
@@ -161,6 +183,9 @@ fn serve_refuses_to_start_on_a_read_only_or_full_filesystem() {
             stderr.contains(if prepare == "ro" { "read-only" } else { "full" }),
             "{label}: the refusal says why: {stderr}"
         );
+        let said = stderr.lines().last().unwrap_or_default().trim().to_owned();
+        let code = out.status.code().unwrap_or(-1);
+        figure(T_START, label, format!("exit {code}: {said}"));
     }
 }
 
@@ -253,6 +278,11 @@ async fn a_failed_fsync_stops_the_process_for_recovery_and_the_call_applies_once
         text_of(&failed)
     );
     assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 0);
+    figure(
+        T_FSYNC,
+        "the failed call",
+        "LEDGER_UNAVAILABLE (retryable), 0 on the rail",
+    );
     // The process stops on its own, with its own status, rather than retry the fsync.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !status.exists() {
@@ -264,6 +294,11 @@ async fn a_failed_fsync_stops_the_process_for_recovery_and_the_call_applies_once
     }
     let code = std::fs::read_to_string(&status).unwrap();
     assert_eq!(code.trim(), "75", "EX_TEMPFAIL");
+    figure(
+        T_FSYNC,
+        "the process",
+        "stopped by itself, exit 75 (EX_TEMPFAIL), to restart into recovery",
+    );
     let logged = std::fs::read_to_string(&stderr).unwrap();
     assert!(logged.contains("restart into recovery"), "{logged}");
     drop(proxy);
@@ -277,5 +312,11 @@ async fn a_failed_fsync_stops_the_process_for_recovery_and_the_call_applies_once
     let replay = proxy.refund("pay_1002", 2_000).await;
     assert_eq!(block(&replay)["reason_code"], "IDEMPOTENT_REPLAY");
     proxy.close().await;
-    assert_eq!(scene.stamped_refunds_of("pay_1002").len(), 1);
+    let on_rail = scene.stamped_refunds_of("pay_1002").len();
+    assert_eq!(on_rail, 1);
+    figure(
+        T_FSYNC,
+        "refunds on the rail after the restart and the retry",
+        on_rail,
+    );
 }

@@ -6,6 +6,7 @@
 //! an ambiguous money call reconciled, and the proxy still serving the next call.
 
 mod common;
+use common::figure;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -367,6 +368,11 @@ async fn a_lost_money_answer_is_reconciled(name: &str, mischief: Mischief) {
     assert_eq!(block(&retry)["outcome"], "APPLIED", "{retry:?}");
     assert_eq!(block(&retry)["idempotent_replay"], true, "{retry:?}");
     assert_eq!(world.refunds_sent(), 1, "the refund was sent once");
+    figure(
+        "a money call's answer lost to a hostile upstream",
+        name,
+        "UNKNOWN, reconciled to APPLIED, sent once, still serving",
+    );
     // Still serving: a read is answered.
     let read = world
         .call("fetch_payment", json!({"payment_id": "pay_1002"}))
@@ -415,9 +421,14 @@ async fn a_referent_read_over_the_frame_bound_refuses_without_holding_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let grew = peak_rss().saturating_sub(before);
-    eprintln!(
-        "peak RSS grew by {} KiB reading a {HUGE_BYTES}-byte answer",
-        grew / 1024
+    figure(
+        "a 100 MB answer to a referent read",
+        "peak RSS growth",
+        format!(
+            "{} KiB for a {HUGE_BYTES}-byte answer (bound {} bytes per frame)",
+            grew / 1024,
+            UPSTREAM_FRAME_BYTES_MAX
+        ),
     );
     assert_eq!(block(&refused)["outcome"], "REFUSED", "{refused:?}");
     assert!(
@@ -450,6 +461,15 @@ async fn a_trickled_read_ends_at_its_deadline_and_the_proxy_serves_on() {
         started.elapsed() < CALL_TIMEOUT * 2,
         "ended at the deadline"
     );
+    figure(
+        "a read that trickles bytes",
+        "ended after",
+        format!(
+            "{} ms (call timeout {} ms)",
+            started.elapsed().as_millis(),
+            CALL_TIMEOUT.as_millis()
+        ),
+    );
     // One pipe carries every answer, so the next is behind the trickle's last byte.
     while world.relay.lock().unwrap().mistreated == 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -476,9 +496,10 @@ async fn a_flood_of_notifications_is_absorbed_and_told_to_the_agent_coalesced() 
     let told = world
         .list_changed
         .load(std::sync::atomic::Ordering::Relaxed);
-    eprintln!(
-        "{} tools/list_changed from the upstream, {told} to the agent",
-        FLOOD / 2
+    figure(
+        "a flood of notifications",
+        "tools/list_changed passed on",
+        format!("{told} of {} from the upstream", FLOOD / 2),
     );
     assert!(told >= 1, "the agent is told the tools changed");
     assert!(told < FLOOD / 2 / 10, "{told} of {} passed on", FLOOD / 2);

@@ -301,3 +301,11 @@ pub fn kill_9(pid: u32) {
         .expect("run kill");
     assert!(status.success(), "kill -9 {pid}");
 }
+
+/// One figure a fault test measured, on stderr as `FIGURE<TAB>test<TAB>name<TAB>value`.
+/// `scripts/fault-figures.sh` runs the fault tests with `--nocapture` and writes
+/// `docs/RESULTS.faults.md` from these lines; under a plain `cargo test` they are captured.
+#[allow(dead_code)]
+pub fn figure(test: &str, name: &str, value: impl std::fmt::Display) {
+    eprintln!("FIGURE\t{test}\t{name}\t{value}");
+}

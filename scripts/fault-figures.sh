@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the fault tests the chaos matrix does not reach as cells (issue 23, items 1, 2 and 4:
+# proxy/tests/disk.rs, clock.rs, hostile.rs) with their figures printed, and writes
+# docs/RESULTS.faults.md from what they printed: each test's result and each `FIGURE` line.
+# Needs root (the disk tests mount a tmpfs) and installs libfaketime itself (the clock tests).
+# Exits non-zero if any test failed; the file is written either way, with the failures in it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-docs/RESULTS.faults.md}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+command="cargo test --release -p interlock --test disk --test clock --test hostile -- --nocapture --test-threads=1"
+status=0
+$command >"$log" 2>&1 || status=$?
+commit=$(git rev-parse --short=12 HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+    tree="with uncommitted changes"
+else
+    tree="a clean tree"
+fi
+{
+    echo "# Fault test results"
+    echo
+    echo "Machine-written by \`scripts/fault-figures.sh\`; do not edit by hand, run the script again."
+    echo
+    echo "- date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
+    echo "- commit: \`$commit\` ($tree)"
+    echo "- command: \`$command\`"
+    echo "- result: $(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {printf "%d passed, %d failed", p, f}')"
+    echo
+    echo "The faults of issue 23 that are tests rather than chaos matrix cells: the ledger's disk full"
+    echo "or failing its fsync, the wall clock jumping a day (libfaketime against the real binary), and an"
+    echo "upstream that answers 100 MB, another request's id, invalid UTF-8, a trickle or a flood. Each test"
+    echo "asserts nothing lost, never two, never unknown and a clear error; the figures are what it measured."
+    echo
+    echo "## Tests"
+    echo
+    echo "| test | result |"
+    echo "| --- | --- |"
+    grep -E '^test [a-z_0-9]+ \.\.\. ' "$log" | sed -E 's/^test ([a-z_0-9]+) \.\.\. (.*)$/| `\1` | \2 |/'
+    echo
+    echo "## Figures"
+    echo
+    echo "| fault | figure | value |"
+    echo "| --- | --- | --- |"
+    grep -P '^FIGURE\t' "$log" | awk -F'\t' '{gsub(/\|/, "\\|"); printf "| %s | %s | %s |\n", $2, $3, $4}'
+} >"$out"
+echo "wrote $out"
+grep -E '^test result:|FAILED|panicked' "$log" || true
+exit "$status"
