@@ -205,7 +205,9 @@ pub enum Event {
         entity: EntityRef,
         /// The entity's amount, currency and subject are the ones authorised. When they are not,
         /// money moved, but not as a human allowed: the intent is quarantined with the entity
-        /// recorded, so it can never be retried, and an operator must look.
+        /// recorded, so it can never be retried, and an operator must look. Records written
+        /// before the check existed lack the field and read as `true`: they were taken so.
+        #[serde(default = "as_authorised_before_the_check")]
         as_authorised: bool,
     },
     /// The rail refused the call of `attempt_seq` outright (a 4xx).
@@ -229,6 +231,7 @@ pub enum Event {
         /// The entity found. Its stamp must be ours.
         entity: EntityRef,
         /// As for [`Event::RailApplied`]: the entity's terms are the ones authorised.
+        #[serde(default = "as_authorised_before_the_check")]
         as_authorised: bool,
     },
     /// The pass read every page after the rail's lag had elapsed and found nothing of ours.
@@ -260,6 +263,13 @@ pub enum Event {
         /// ended. An operator's "nothing there" is evidence only once a late call can no longer land.
         lag_elapsed: bool,
     },
+}
+
+/// How an audit record written before the rail's terms were checked (schema version 3 and
+/// earlier) reads: every stamped entity was then taken as authorised, and replaying the record
+/// must give the transition it recorded.
+fn as_authorised_before_the_check() -> bool {
+    true
 }
 
 /// The name of an event without its evidence: the columns of the edge table.

@@ -528,3 +528,28 @@ fn a_reconcile_pass_that_finds_money_moved_otherwise_quarantines_too() {
         (State::Quarantined, Some("rfnd_found"))
     );
 }
+
+#[test]
+fn an_audit_record_written_before_the_terms_check_reads_as_authorised() {
+    // Schema version 3 and earlier wrote these events without `as_authorised`; every stamped
+    // entity was then taken as authorised, and replaying the record must say so.
+    for (json, kind) in [
+        (
+            r#"{"event":"RAIL_APPLIED","attempt_seq":1,"entity":{"id":"rfnd_1","stamp":null}}"#,
+            EventKind::RailApplied,
+        ),
+        (
+            r#"{"event":"RECONCILE_FOUND_APPLIED","attempt_seq":2,"entity":{"id":"rfnd_1","stamp":null}}"#,
+            EventKind::ReconcileFoundApplied,
+        ),
+    ] {
+        let event: Event = serde_json::from_str(json).unwrap();
+        assert_eq!(event.kind(), kind);
+        let as_authorised = match event {
+            Event::RailApplied { as_authorised, .. }
+            | Event::ReconcileFoundApplied { as_authorised, .. } => as_authorised,
+            other => panic!("{other:?}"),
+        };
+        assert!(as_authorised, "{json}");
+    }
+}
