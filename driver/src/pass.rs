@@ -307,12 +307,22 @@ impl Pass {
             ..
         } = &event
         {
-            let judgement = self
-                .differing
-                .iter()
-                .find(|(id, _)| *id == entity.id)
-                .map(|(_, judgement)| judgement.clone())
-                .expect("an entity found not as authorised was judged on its page");
+            let ours: Vec<&str> = pass.matched().collect();
+            let judgement = match self.differing.iter().find(|(id, _)| *id == entity.id) {
+                Some((_, judgement)) => judgement.clone(),
+                // Not its terms: another entity of ours is on the rail too.
+                None => {
+                    assert!(ours.len() >= 2, "a verdict without a judgement or a twin");
+                    Judgement {
+                        differences: vec![format!(
+                            "the rail shows {} entities carrying this intent's stamp ({}): money moved more than once",
+                            ours.len(),
+                            ours.join(", ")
+                        )],
+                        moved: None,
+                    }
+                }
+            };
             let sentence = judgement.sentence(&entity.id);
             finding.detail["terms_differ"] = json!(judgement.differences);
             let code = interlock_spec::reason::ReasonCode::RailTermsDiffer;

@@ -59,9 +59,13 @@ impl ReconcilePass {
         );
         self.pages_read += 1;
         for (entity, as_authorised) in entities {
-            let seen = self.matches.iter().any(|(id, _)| *id == entity.id);
-            if entity.stamp.as_ref() == Some(&self.sik) && !seen {
-                self.matches.push((entity.id.clone(), *as_authorised));
+            if entity.stamp.as_ref() != Some(&self.sik) {
+                continue;
+            }
+            // One entity listed twice with two verdicts is judged by the worse.
+            match self.matches.iter_mut().find(|(id, _)| *id == entity.id) {
+                Some((_, verdict)) => *verdict &= *as_authorised,
+                None => self.matches.push((entity.id.clone(), *as_authorised)),
             }
         }
         self.exhausted = is_last;
@@ -70,6 +74,11 @@ impl ReconcilePass {
         } else {
             PassProgress::NextPage
         }
+    }
+
+    /// The ids of the entities of ours the pass has seen, in the order first seen.
+    pub fn matched(&self) -> impl Iterator<Item = &str> {
+        self.matches.iter().map(|(id, _)| id.as_str())
     }
 
     /// A list call failed (partition, 5xx): the pass can prove nothing.
@@ -94,7 +103,8 @@ impl ReconcilePass {
 
     /// The event these pages prove. A match anywhere wins (an entity with our stamp exists, whatever
     /// else failed); absence needs every page and a settled rail; two matches mean money moved twice
-    /// already, which no event can mend, so the intent is quarantined for an operator.
+    /// already, which no event can mend, so the intent is quarantined for an operator with the
+    /// first entity recorded (as one whose terms differ), which no operator's word can un-move.
     pub fn conclude(self) -> Event {
         match self.matches.as_slice() {
             [(one, as_authorised)] => Event::ReconcileFoundApplied {
@@ -115,7 +125,17 @@ impl ReconcilePass {
             [] => Event::ReconcileInconclusive {
                 attempt_seq: self.attempt_seq,
             },
-            [_, _, ..] => Event::Quarantine,
+            // Two entities of ours: money moved more than once. Not a clean success, and never
+            // "not applied": quarantined with the first recorded, like an entity whose terms
+            // differ, so that no operator's word can lead to a retry.
+            [(first, _), _, ..] => Event::ReconcileFoundApplied {
+                entity: EntityRef {
+                    id: first.clone(),
+                    stamp: Some(self.sik),
+                },
+                attempt_seq: self.attempt_seq,
+                as_authorised: false,
+            },
         }
     }
 }
@@ -222,7 +242,15 @@ mod tests {
             ],
             true,
         );
-        assert_eq!(pass.conclude(), Event::Quarantine);
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity: entity("rfnd_1", Some(sik('A'))),
+                as_authorised: false,
+            },
+            "two of ours: quarantined with the first recorded"
+        );
         let mut pass = ReconcilePass::new(sik('A'), 1, true);
         for page in 1..RECONCILE_PAGES_MAX {
             assert_eq!(
@@ -236,6 +264,22 @@ mod tests {
         assert_eq!(
             pass.conclude(),
             Event::ReconcileInconclusive { attempt_seq: 1 }
+        );
+    }
+
+    #[test]
+    fn an_entity_listed_twice_is_judged_by_its_worse_sighting() {
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
+        let ours = entity("rfnd_7", Some(sik('A')));
+        pass.observe_page(&[(ours.clone(), true)], false);
+        pass.observe_page(&[(ours.clone(), false)], true);
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity: ours,
+                as_authorised: false,
+            }
         );
     }
 

@@ -189,11 +189,15 @@ pub enum Mutant {
     ResendAfterTimeout,
     /// The driver takes a stamped entity as applied without checking its amount.
     IgnoreTerms,
+    /// `OPERATOR_CONFIRMED_NOT_APPLIED` is accepted though an entity is recorded.
+    NotAppliedDespiteEntity,
+    /// `OPERATOR_CONFIRMED_APPLIED` is accepted naming another entity than the one recorded.
+    AppliedAsAnotherEntity,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::UnknownToAuthorized,
         Mutant::AbsentFromPageOne,
         Mutant::IgnoreLag,
@@ -208,6 +212,8 @@ impl Mutant {
         Mutant::AnswerBeforeCommit,
         Mutant::ResendAfterTimeout,
         Mutant::IgnoreTerms,
+        Mutant::NotAppliedDespiteEntity,
+        Mutant::AppliedAsAnotherEntity,
     ];
 
     /// The flaw this mutant plants in the driver, if it is (or needs) one.
@@ -224,6 +230,8 @@ impl Mutant {
             Mutant::ResendAfterTimeout => Some(Flaw::ResendAfterTimeout),
             Mutant::IgnoreTerms => Some(Flaw::IgnoreTerms),
             Mutant::IgnoreLag
+            | Mutant::NotAppliedDespiteEntity
+            | Mutant::AppliedAsAnotherEntity
             | Mutant::MatchByAmount
             | Mutant::AcceptReplay
             | Mutant::OperatorIgnoresLag => None,
@@ -254,6 +262,9 @@ pub struct Config {
     pub stalls: u8,
     /// Calls the rail applies with another amount than asked (one minor unit less).
     pub misapplied: u8,
+    /// Times an operator, wrong about the rail, tries to settle an intent whose entity is
+    /// recorded as not applied, or as another entity: `step` must refuse both.
+    pub careless: u8,
     /// The planted bug, if any.
     pub mutant: Option<Mutant>,
 }
@@ -274,6 +285,7 @@ impl Config {
             quarantines: 0,
             stalls: 0,
             misapplied: 0,
+            careless: 0,
             mutant: None,
         }
     }
@@ -290,6 +302,7 @@ impl Config {
             list_failures: interlock_machine::RECONCILE_INCONCLUSIVE_MAX as u8,
             quarantines: 1,
             misapplied: 1,
+            careless: 1,
             ..Config::bounded()
         }
     }
@@ -318,7 +331,10 @@ impl Config {
     /// The configuration in which `mutant` can show itself, with the bug planted.
     pub fn with_mutant(mutant: Mutant) -> Config {
         let base = match mutant {
-            Mutant::OperatorIgnoresLag | Mutant::IgnoreTerms => Config::partition(),
+            Mutant::OperatorIgnoresLag
+            | Mutant::IgnoreTerms
+            | Mutant::NotAppliedDespiteEntity
+            | Mutant::AppliedAsAnotherEntity => Config::partition(),
             Mutant::SendWithoutRecheck => Config::stall(),
             _ => Config::bounded(),
         };
@@ -461,6 +477,8 @@ pub struct World {
     pub stalls_left: u8,
     /// Calls the rail may still apply with another amount.
     pub misapplied_left: u8,
+    /// Careless operator attempts left.
+    pub careless_left: u8,
     /// Ghost: a reply without our stamp was committed as ambiguous, not as ours.
     pub foreign_refused: bool,
     /// Ghost: `step` refused an outcome or conclusion for an earlier attempt.
@@ -499,6 +517,9 @@ pub enum Action {
     Recover(ProcId),
     /// An operator, reading the rail's dashboard, resolves a quarantined intent.
     Operator,
+    /// An operator, wrong about the rail, tries to settle an intent whose entity is recorded:
+    /// as not applied (`true`), or as someone else's entity (`false`).
+    CarelessOperator(bool),
     /// An operator sets an `UNKNOWN` intent aside.
     Quarantine,
     /// An idle process's sweep takes over an intent whose lease holder stalled past its lease.
@@ -549,6 +570,28 @@ impl Protocol {
                 next,
                 effect: interlock_machine::Effect::StartAttempt,
             });
+        }
+        if let Some(entity_id) = core
+            .entity_id
+            .as_ref()
+            .filter(|_| core.state == State::Quarantined)
+        {
+            // The operator's guards on a recorded entity, dropped: the core as it would be
+            // without the entity on record.
+            let forgotten = match event {
+                Event::OperatorConfirmedNotApplied { .. } => {
+                    self.mutant(Mutant::NotAppliedDespiteEntity)
+                }
+                Event::OperatorConfirmedApplied { entity } => {
+                    self.mutant(Mutant::AppliedAsAnotherEntity) && entity.id != *entity_id
+                }
+                _ => false,
+            };
+            if forgotten {
+                let mut unrecorded = core.clone();
+                unrecorded.entity_id = None;
+                return step(&unrecorded, event);
+            }
         }
         step(core, event)
     }
@@ -839,6 +882,7 @@ impl Model for Protocol {
             quarantines_left: c.quarantines,
             stalls_left: c.stalls,
             misapplied_left: c.misapplied,
+            careless_left: c.careless,
             foreign_refused: false,
             stale_refused: false,
             premature_applied: false,
@@ -1070,6 +1114,11 @@ impl Protocol {
         if world.quarantines_left > 0 && state_of(world) == Some(State::Unknown) {
             actions.push(Action::Quarantine);
         }
+        let recorded = world.ledger.as_ref().is_some_and(|c| c.entity_id.is_some());
+        if world.careless_left > 0 && quarantined && recorded && world.wire.is_empty() {
+            actions.push(Action::CarelessOperator(true));
+            actions.push(Action::CarelessOperator(false));
+        }
     }
 
     fn idle_actions(&self, world: &World, p: ProcId, actions: &mut Vec<Action>) {
@@ -1137,6 +1186,7 @@ impl Protocol {
                 next.procs[p] = Proc::Idle;
             }
             Action::Operator => self.operator(&mut next),
+            Action::CarelessOperator(not_applied) => self.careless_operator(&mut next, not_applied),
             Action::Quarantine => {
                 next.quarantines_left -= 1;
                 let commit = Commit {
@@ -1329,6 +1379,31 @@ impl Protocol {
         assert!(
             resolved.is_ok(),
             "an operator's resolution of a quarantine is always an edge: {resolved:?}"
+        );
+    }
+
+    /// An operator who misread the rail: "not applied" for an intent whose entity is on record,
+    /// or "applied as" someone else's refund (entity 0). `step` refuses both; a mutant that drops
+    /// the refusal lets the first retry and pay again, the second record a phantom.
+    fn careless_operator(&self, world: &mut World, not_applied: bool) {
+        world.careless_left -= 1;
+        let view = self.view(world, false).expect("a quarantined intent");
+        let config = driver_config(0, world.starts[0]);
+        let commit = if not_applied {
+            interlock_driver::operator::resolve_not_applied(&config, NOW_MS, &view, "ops")
+        } else {
+            interlock_driver::operator::resolve_applied(&our_key(), &entity_name(0), "ops")
+        };
+        let resolved = self.commit(world, 0, &commit, false);
+        let dropped = if not_applied {
+            self.mutant(Mutant::NotAppliedDespiteEntity)
+        } else {
+            self.mutant(Mutant::AppliedAsAnotherEntity)
+        };
+        assert_eq!(
+            resolved.is_ok(),
+            dropped,
+            "a careless resolution of a recorded entity is refused unless a mutant drops the guard: {resolved:?}"
         );
     }
 

@@ -34,7 +34,7 @@ fn a_quarantining_partition_satisfies_every_property() {
     assert_eq!(check("partition", Config::partition()), PARTITION_STATES);
 }
 
-const PARTITION_STATES: usize = 120_624;
+const PARTITION_STATES: usize = 141_448;
 
 #[test]
 fn a_stalled_lease_holder_satisfies_every_property() {

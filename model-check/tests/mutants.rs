@@ -11,7 +11,7 @@ const SILENT_LOSS: &str =
 const PHANTOM: &str = "no phantom success";
 
 /// Each mutant and the claims it must break: the claims whose absence would let it through.
-const EXPECTED: [(Mutant, &[&str]); 14] = [
+const EXPECTED: [(Mutant, &[&str]); 16] = [
     (
         Mutant::UnknownToAuthorized,
         &["I3 no blind retries", "the core sentence", NEVER_TWO],
@@ -47,6 +47,8 @@ const EXPECTED: [(Mutant, &[&str]); 14] = [
         Mutant::IgnoreTerms,
         &["money moved other than authorised is never APPLIED on the rail's word"],
     ),
+    (Mutant::NotAppliedDespiteEntity, &[NEVER_TWO]),
+    (Mutant::AppliedAsAnotherEntity, &[PHANTOM]),
 ];
 
 /// Searches the mutant's configuration (`Config::with_mutant`) (breadth first, one thread, so the path is a
