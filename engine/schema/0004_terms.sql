@@ -2,11 +2,12 @@
 --
 -- A stamped entity whose amount, currency or subject is not what was authorised quarantines the
 -- intent with the entity recorded (`machine::step`, RAIL_APPLIED / RECONCILE_FOUND_APPLIED with
--- `as_authorised: false`), so `rail_entity_id` may now be set in QUARANTINED too, and
--- `moved_minor` keeps what such an entity moved, which the windows count in place of the
--- authorised amount. SQLite cannot change a CHECK in place: the table is rebuilt as in version
--- 2 (create, copy, drop, rename, the indexes and triggers again), in the migration's one
--- transaction, and the runner checks every foreign key again before it commits.
+-- `as_authorised: false`), so `rail_entity_id` may now be set in QUARANTINED too. `moved_minor`
+-- keeps what such an entity moved; the windows count the larger of it and the authorised amount
+-- (a rail's answer that it moved less frees no room before a human looks). SQLite cannot change a
+-- CHECK in place: the table is rebuilt as in version 2 (create, copy, drop, rename, the indexes
+-- and triggers again), in the migration's one transaction, and the runner checks every foreign
+-- key again before it commits.
 
 CREATE TABLE intents_v4 (
     merchant_id TEXT NOT NULL CHECK (length(merchant_id) BETWEEN 1 AND 64),
@@ -47,7 +48,7 @@ CREATE TABLE intents_v4 (
     CHECK (state <> 'APPLIED' OR rail_entity_id IS NOT NULL),
     CHECK (rail_entity_id IS NULL OR state IN ('APPLIED', 'QUARANTINED')),
     -- What such an entity moved, when its amount differs in the intent's currency: the windows
-    -- count it instead of `amount_minor` (version 4).
+    -- count the larger of it and `amount_minor` (version 4).
     CHECK (moved_minor IS NULL OR rail_entity_id IS NOT NULL),
     -- Every state after the first call carries the attempt it is about.
     CHECK (state NOT IN ('IN_FLIGHT', 'APPLIED', 'FAILED_TERMINAL', 'UNKNOWN', 'RECONCILING')
@@ -81,7 +82,8 @@ CREATE TRIGGER window_counts_out AFTER UPDATE OF state, counted_at ON intents
 WHEN OLD.state IN (SELECT state FROM counted_states)
     AND (NEW.state NOT IN (SELECT state FROM counted_states) OR NEW.counted_at IS NOT OLD.counted_at)
 BEGIN
-    UPDATE window_buckets SET calls = calls - 1, amount_minor = amount_minor - coalesce(OLD.moved_minor, OLD.amount_minor)
+    UPDATE window_buckets SET calls = calls - 1,
+        amount_minor = amount_minor - max(OLD.amount_minor, coalesce(OLD.moved_minor, 0))
     WHERE merchant_id = OLD.merchant_id AND currency = OLD.currency
         AND minute = OLD.counted_at / 60000;
 END;
@@ -92,7 +94,7 @@ WHEN NEW.state IN (SELECT state FROM counted_states)
 BEGIN
     INSERT INTO window_buckets (merchant_id, currency, minute, calls, amount_minor)
     VALUES (NEW.merchant_id, NEW.currency, NEW.counted_at / 60000, 1,
-        coalesce(NEW.moved_minor, NEW.amount_minor))
+        max(NEW.amount_minor, coalesce(NEW.moved_minor, 0)))
     ON CONFLICT (merchant_id, currency, minute) DO UPDATE
         SET calls = calls + 1, amount_minor = amount_minor + excluded.amount_minor;
 END;
@@ -106,7 +108,8 @@ WHEN NEW.moved_minor IS NOT OLD.moved_minor
     AND NEW.counted_at IS OLD.counted_at
 BEGIN
     UPDATE window_buckets SET amount_minor = amount_minor
-        - coalesce(OLD.moved_minor, OLD.amount_minor) + coalesce(NEW.moved_minor, NEW.amount_minor)
+        - max(OLD.amount_minor, coalesce(OLD.moved_minor, 0))
+        + max(NEW.amount_minor, coalesce(NEW.moved_minor, 0))
     WHERE merchant_id = NEW.merchant_id AND currency = NEW.currency
         AND minute = NEW.counted_at / 60000;
 END;

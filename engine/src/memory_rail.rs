@@ -43,6 +43,8 @@ pub enum ExecFault {
     MovesOneMore,
     /// As [`ExecFault::MovesOneMore`], but the answer never comes: the reconciler finds it.
     MovesOneMoreSilently,
+    /// Applies one minor unit less than asked, and answers with that entity.
+    MovesOneLess,
 }
 
 /// One entity the rail created.
@@ -259,12 +261,11 @@ impl MemoryRail {
         &self,
         state: &mut State,
         asked: &RailCall,
-        more: bool,
+        off_by: i64,
     ) -> Result<(Entity, Minor), String> {
         let mut moved = asked.clone();
-        if more {
-            moved.amount = Minor::new(asked.amount.get() + 1).map_err(|e| e.to_string())?;
-        }
+        let amount = asked.amount.get().saturating_add_signed(off_by).max(1);
+        moved.amount = Minor::new(amount).map_err(|e| e.to_string())?;
         let call = &moved;
         let stamp = call.sik.to_string();
         let dedupe_key = (call.kind == ActionKind::Refund).then(|| stamp.clone());
@@ -470,16 +471,19 @@ impl MemoryRail {
             _ => {}
         }
         let previous = state.entities.last().cloned();
-        let more = matches!(
-            fault,
-            ExecFault::MovesOneMore | ExecFault::MovesOneMoreSilently
-        );
-        let (entity, fee) = match self.apply(&mut state, call, more) {
+        let off_by = match fault {
+            ExecFault::MovesOneMore | ExecFault::MovesOneMoreSilently => 1,
+            ExecFault::MovesOneLess => -1,
+            _ => 0,
+        };
+        let (entity, fee) = match self.apply(&mut state, call, off_by) {
             Ok(applied) => applied,
             Err(detail) => return RailOutcome::Rejected { detail },
         };
         match fault {
-            ExecFault::None | ExecFault::MovesOneMore => outcome_of(&entity, fee),
+            ExecFault::None | ExecFault::MovesOneMore | ExecFault::MovesOneLess => {
+                outcome_of(&entity, fee)
+            }
             ExecFault::TimeoutAfterApply | ExecFault::MovesOneMoreSilently => {
                 ambiguous("timed out")
             }

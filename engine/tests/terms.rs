@@ -150,3 +150,29 @@ fn the_reconciler_checks_the_entity_it_finds_too() {
     assert_eq!(engine.rail().executed().len(), 1, "nothing is sent again");
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
+
+#[test]
+fn a_rail_that_says_it_moved_less_frees_no_room_in_the_windows() {
+    let world = World::new();
+    let rail = world.rail();
+    rail.script([ExecFault::MovesOneLess]);
+    let engine = world.engine(rail, "p1");
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(
+        answer.reason_code,
+        ReasonCode::RailTermsDiffer,
+        "{answer:#?}"
+    );
+    assert!(
+        answer.message.contains("amount 49999"),
+        "{}",
+        answer.message
+    );
+    let sik = answer.sik.unwrap();
+    assert_eq!(row(&world, sik.as_str()).2, Some(49_999));
+    // The answer may be the lie: until a human looks, the windows keep the authorised amount.
+    assert_eq!(window_amount(&world), 50_000);
+    assert_all_invariants(&world, engine.ledger(), engine.rail());
+}

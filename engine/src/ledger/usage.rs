@@ -40,7 +40,7 @@ pub(crate) fn read(
 }
 
 /// An intent's own contribution: state, amount, counted_at, currency, subject, kind, tool, and
-/// the amount its windows count (what the rail moved, when it differs).
+/// the amount its windows count (the larger of the authorised and what the rail moved).
 type OwnRow = (
     String,
     u64,
@@ -65,7 +65,7 @@ fn subtract_self(
         .row(
             &format!(
                 "SELECT state, amount_minor, counted_at, currency, subject_id, kind, tool,
-                    coalesce(moved_minor, amount_minor)
+                    max(amount_minor, coalesce(moved_minor, 0))
                  FROM intents WHERE merchant_id = ?1 AND sik = ?2 AND {COUNTED}"
             ),
             params![key.merchant_id.as_str(), key.sik.as_str()],
@@ -181,7 +181,7 @@ fn window_usage(
     )?;
     let (edge_calls, edge_amount): (u64, u64) = conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
+            "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3
                AND counted_at < ?4 AND {COUNTED}"
         ),
@@ -192,7 +192,7 @@ fn window_usage(
     if cfg!(debug_assertions) {
         let scanned: (u64, u64) = conn.row(
             &format!(
-                "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
+                "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
                  WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}"
             ),
             params![merchant, currency, since],
@@ -217,7 +217,7 @@ fn scoped_window_usage(
     let names = serde_json::to_string(&names).expect("a list of names serializes");
     conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(coalesce(moved_minor, amount_minor)), 0) FROM intents
+            "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}
                AND tool IN (SELECT value FROM json_each(?4))"
         ),
