@@ -198,13 +198,10 @@ impl Fault {
         }
     }
 
-    /// Whether quarantine is the right answer under this profile: nothing can be proven
-    /// (`partition`), or the rail moved other money than authorised (an operator must look).
-    pub const fn quarantines(self) -> bool {
-        matches!(
-            self,
-            Fault::Partition | Fault::ShortApply | Fault::ShortApplyTimeout
-        )
+    /// Whether the rail moves other money than asked under this profile: the intent must be
+    /// quarantined with that entity recorded, and by nothing else.
+    pub const fn moves_other_money(self) -> bool {
+        matches!(self, Fault::ShortApply | Fault::ShortApplyTimeout)
     }
 
     /// The profile named `name`.

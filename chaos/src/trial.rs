@@ -8,7 +8,7 @@ use interlock_machine::State;
 use interlock_machine::invariants::Record;
 use rusqlite::OpenFlags;
 
-use crate::plan::{Action, Cell, Point, Shape};
+use crate::plan::{Action, Cell, Fault, Point, Shape};
 use crate::proc::{self, Ended, Files, Proxy, Reply, STOP_WAIT_MAX, Start};
 use crate::rng::Rng;
 use crate::verdict::{
@@ -581,7 +581,8 @@ impl Trial<'_> {
             },
             amount: self.amount,
             moved: self.cell.fault.moved(self.amount),
-            quarantine_expected: self.cell.fault.quarantines(),
+            quarantine_expected: self.cell.fault == Fault::Partition,
+            other_money_expected: self.cell.fault.moves_other_money(),
             kills,
             unclean_exits: std::mem::take(&mut self.unclean_exits),
             resolve_failures: std::mem::take(&mut self.resolve_failures),

@@ -381,6 +381,10 @@ pub struct Evidence {
     /// Whether the rail's fault profile makes quarantine the right answer (`partition`: nothing
     /// can be proven). Anywhere else a quarantine is a violation.
     pub quarantine_expected: bool,
+    /// Whether the rail moves other money than asked (`short_apply*`): then the one quarantine
+    /// allowed is the one that records that entity (`RAIL_APPLIED` or `RECONCILE_FOUND_APPLIED`
+    /// into `QUARANTINED`).
+    pub other_money_expected: bool,
     /// The armed kills and what became of them.
     pub kills: Vec<Kill>,
     /// Processes that ended neither by their armed kill nor cleanly, and how.
@@ -482,9 +486,11 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
             );
         }
     }
-    if !evidence.quarantine_expected
-        && let Some(step) = evidence.facts.quarantines().next()
-    {
+    let allowed = |step: &Step| {
+        evidence.quarantine_expected || (evidence.other_money_expected && records_an_entity(step))
+    };
+    let needless = evidence.facts.quarantines().find(|step| !allowed(step));
+    if let Some(step) = needless {
         flag(
             Kind::NeedlessQuarantine,
             format!(
@@ -501,6 +507,14 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
         flag(Kind::AuditChain, e.clone());
     }
     found
+}
+
+/// A quarantine that records the entity the rail or a pass showed (money moved, not as asked).
+fn records_an_entity(step: &Step) -> bool {
+    matches!(
+        step.kind.as_str(),
+        "RAIL_APPLIED" | "RECONCILE_FOUND_APPLIED"
+    )
 }
 
 /// An entity of ours that moved another amount than asked may end `APPLIED` only by an
@@ -528,11 +542,11 @@ fn judge_terms(evidence: &Evidence, flag: &mut impl FnMut(Kind, String)) {
             ),
         );
     }
-    if evidence.facts.quarantines().next().is_none() {
+    if !evidence.facts.quarantines().any(records_an_entity) {
         flag(
             Kind::TermsUnchecked,
             format!(
-                "{} moved {} where {} was asked, and the intent was never quarantined",
+                "{} moved {} where {} was asked, and no quarantine recorded it",
                 short.id, short.amount, evidence.amount
             ),
         );
@@ -615,6 +629,7 @@ mod tests {
             amount: 500,
             moved: 500,
             quarantine_expected: false,
+            other_money_expected: false,
             kills: Vec::new(),
             unclean_exits: Vec::new(),
             resolve_failures: Vec::new(),
@@ -933,7 +948,7 @@ mod tests {
             vec![refund("rfnd_MOCK1", Some(SIK), 499)],
         );
         e.moved = 499;
-        e.quarantine_expected = true;
+        e.other_money_expected = true;
         e.facts.steps = vec![step(3, "RAIL_APPLIED", State::Applied, None)];
         assert_eq!(kinds(&e), [Kind::TermsUnchecked]);
         // Quarantined with the entity, then settled by the operator: no violation.
@@ -942,6 +957,17 @@ mod tests {
             step(4, "OPERATOR_CONFIRMED_APPLIED", State::Applied, None),
         ];
         assert_eq!(kinds(&e), []);
+        // A quarantine that records nothing (six inconclusive passes) does not count, and is
+        // needless on a rail that answers its lists.
+        e.facts.steps = vec![
+            step(3, "RECONCILE_INCONCLUSIVE", State::Quarantined, None),
+            step(4, "OPERATOR_CONFIRMED_APPLIED", State::Applied, None),
+        ];
+        assert_eq!(kinds(&e), [Kind::NeedlessQuarantine, Kind::TermsUnchecked]);
+        e.facts.steps = vec![
+            step(3, "RAIL_APPLIED", State::Quarantined, None),
+            step(4, "OPERATOR_CONFIRMED_APPLIED", State::Applied, None),
+        ];
         // The operator settled it with the amount the rail did not move: a wrong entity.
         e.moved = 500;
         assert_eq!(kinds(&e), [Kind::WrongEntity]);
