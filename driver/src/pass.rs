@@ -308,21 +308,21 @@ impl Pass {
         } = &event
         {
             let ours: Vec<&str> = pass.matched().collect();
-            let judgement = match self.differing.iter().find(|(id, _)| *id == entity.id) {
+            let mut judgement = match self.differing.iter().find(|(id, _)| *id == entity.id) {
                 Some((_, judgement)) => judgement.clone(),
-                // Not its terms: another entity of ours is on the rail too.
-                None => {
-                    assert!(ours.len() >= 2, "a verdict without a judgement or a twin");
-                    Judgement {
-                        differences: vec![format!(
-                            "the rail shows {} entities carrying this intent's stamp ({}): money moved more than once",
-                            ours.len(),
-                            ours.join(", ")
-                        )],
-                        moved: None,
-                    }
-                }
+                None => Judgement {
+                    differences: Vec::new(),
+                    moved: None,
+                },
             };
+            // Another entity of ours on the rail too: say so, whatever its terms.
+            if ours.len() >= 2 {
+                judgement.differences.push(twins(&ours));
+            }
+            assert!(
+                !judgement.as_authorised(),
+                "a verdict without a judgement or a twin"
+            );
             let sentence = judgement.sentence(&entity.id);
             finding.detail["terms_differ"] = json!(judgement.differences);
             let code = interlock_spec::reason::ReasonCode::RailTermsDiffer;
@@ -393,6 +393,34 @@ impl Pass {
             assert!(pass.pages_read() <= interlock_machine::RECONCILE_PAGES_MAX);
         }
     }
+}
+
+/// Entity ids a twin sentence names: the rest are counted, never listed (a hostile list could
+/// carry thousands, and each id is the rail's text).
+pub const TWINS_NAMED_MAX: usize = 3;
+
+/// "The rail shows N entities carrying this intent's stamp (a, b, c and N more)".
+fn twins(ours: &[&str]) -> String {
+    let named: Vec<String> = ours
+        .iter()
+        .take(TWINS_NAMED_MAX)
+        .map(|id| {
+            id.chars()
+                .take(interlock_machine::ENTITY_ID_LENGTH_MAX)
+                .collect()
+        })
+        .collect();
+    let more = ours.len().saturating_sub(TWINS_NAMED_MAX);
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "the rail shows {} entities carrying this intent's stamp ({}{tail}): money moved more than once",
+        ours.len(),
+        named.join(", ")
+    )
 }
 
 fn finding_of(

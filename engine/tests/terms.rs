@@ -176,3 +176,62 @@ fn a_rail_that_says_it_moved_less_frees_no_room_in_the_windows() {
     assert_eq!(window_amount(&world), 50_000);
     assert_all_invariants(&world, engine.ledger(), engine.rail());
 }
+
+/// A pass that lists our stamp on two entities: money moved more than once. The intent is
+/// quarantined with one recorded (never "not applied"), the reason names both; a first id the
+/// machine cannot record does not leave the intent with nothing on record.
+#[test]
+fn two_entities_of_ours_found_by_a_pass_quarantine_with_one_recorded() {
+    for malformed_first in [false, true] {
+        let world = World::new();
+        let rail = std::sync::Arc::new(world.rail());
+        rail.script([ExecFault::TimeoutAfterApply]);
+        let mut twinned = Twisted::new(std::sync::Arc::clone(&rail));
+        twinned.on_page = Some(Box::new(move |page| {
+            let Some(ours) = page.entities.first().cloned() else {
+                return;
+            };
+            let mut twin = ours.clone();
+            if malformed_first {
+                twin.entity.id = "x".repeat(65);
+                page.entities.insert(0, twin);
+            } else {
+                twin.entity.id = "rfnd_twin".to_owned();
+                page.entities.push(twin);
+            }
+        }));
+        let engine = world.engine(twinned, "p1");
+        let answer = engine
+            .propose(&refund("pay_1002", 50_000), Some(&live()))
+            .unwrap();
+        assert_eq!(answer.outcome, Outcome::Unknown, "{answer:#?}");
+        let sik = answer.sik.clone().unwrap();
+        world.clock.advance(2_000);
+        engine.reconcile_due().unwrap();
+        let real = rail.entities()[0].id.clone();
+        let (state, recorded, moved) = row(&world, sik.as_str());
+        assert_eq!(
+            (state.as_str(), recorded.as_deref(), moved),
+            ("QUARANTINED", Some(real.as_str()), None),
+            "malformed first: {malformed_first}"
+        );
+        let retry = engine
+            .propose(&refund("pay_1002", 50_000), Some(&live()))
+            .unwrap();
+        assert_eq!(retry.reason_code, ReasonCode::RailTermsDiffer);
+        assert!(
+            retry
+                .message
+                .contains("2 entities carrying this intent's stamp"),
+            "{}",
+            retry.message
+        );
+        world.clock.advance(60_000);
+        assert!(
+            engine
+                .resolve_not_applied(&key(&sik), "ops@example")
+                .is_err()
+        );
+        assert_eq!(rail.executed().len(), 1, "nothing was sent again");
+    }
+}

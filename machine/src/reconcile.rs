@@ -4,7 +4,7 @@
 //! an amount is not an identity (only the stamp matches). An entity's terms (amount, currency,
 //! subject) are judged by the driver, which knows the intent; the pass only carries its verdict.
 
-use crate::state::{EntityRef, Event};
+use crate::state::{ENTITY_ID_LENGTH_MAX, EntityRef, Event};
 use interlock_spec::ids::Sik;
 
 /// Pages one pass may read before it gives up as inconclusive. Bounds the loop; a rail with more
@@ -126,16 +126,26 @@ impl ReconcilePass {
                 attempt_seq: self.attempt_seq,
             },
             // Two entities of ours: money moved more than once. Not a clean success, and never
-            // "not applied": quarantined with the first recorded, like an entity whose terms
-            // differ, so that no operator's word can lead to a retry.
-            [(first, _), _, ..] => Event::ReconcileFoundApplied {
-                entity: EntityRef {
-                    id: first.clone(),
-                    stamp: Some(self.sik),
-                },
-                attempt_seq: self.attempt_seq,
-                as_authorised: false,
-            },
+            // "not applied": quarantined with one recorded, like an entity whose terms differ,
+            // so that no operator's word can lead to a retry. The first id the machine can
+            // record: a malformed first id must not leave the intent with nothing on record.
+            [(first, _), _, ..] => {
+                let recordable = |id: &&String| (1..=ENTITY_ID_LENGTH_MAX).contains(&id.len());
+                let id = self
+                    .matches
+                    .iter()
+                    .map(|(id, _)| id)
+                    .find(recordable)
+                    .unwrap_or(first);
+                Event::ReconcileFoundApplied {
+                    entity: EntityRef {
+                        id: id.clone(),
+                        stamp: Some(self.sik.clone()),
+                    },
+                    attempt_seq: self.attempt_seq,
+                    as_authorised: false,
+                }
+            }
         }
     }
 }
@@ -293,6 +303,24 @@ mod tests {
             Event::ReconcileFoundApplied {
                 attempt_seq: 1,
                 entity: entity("rfnd_7", Some(sik('A'))),
+                as_authorised: false,
+            }
+        );
+    }
+
+    #[test]
+    fn two_of_ours_record_the_first_id_the_machine_can_record() {
+        let mut pass = ReconcilePass::new(sik('A'), 1, true);
+        let long = "x".repeat(crate::ENTITY_ID_LENGTH_MAX + 1);
+        pass.observe_page(
+            &[seen(&long, Some(sik('A'))), seen("rfnd_2", Some(sik('A')))],
+            true,
+        );
+        assert_eq!(
+            pass.conclude(),
+            Event::ReconcileFoundApplied {
+                attempt_seq: 1,
+                entity: entity("rfnd_2", Some(sik('A'))),
                 as_authorised: false,
             }
         );

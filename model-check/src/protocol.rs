@@ -485,6 +485,8 @@ pub struct World {
     pub stale_refused: bool,
     /// Ghost: an agent was told APPLIED while the ledger did not yet say so.
     pub premature_applied: bool,
+    /// Ghost: `step` refused a careless operator's resolution of a recorded entity.
+    pub careless_refused: bool,
 }
 
 /// The model's actions. Each is one atomic step of one participant.
@@ -886,6 +888,7 @@ impl Model for Protocol {
             foreign_refused: false,
             stale_refused: false,
             premature_applied: false,
+            careless_refused: false,
         }]
     }
 
@@ -999,6 +1002,12 @@ impl Model for Protocol {
                         .as_ref()
                         .is_some_and(|c| c.state == State::Quarantined && c.entity_id.is_some())
                 },
+            ));
+        }
+        if self.config.careless > 0 {
+            properties.push(Property::<Self>::sometimes(
+                "a careless operator's resolution of a recorded entity refused",
+                |_, w| w.careless_refused,
             ));
         }
         if self.config.stalls > 0 {
@@ -1395,6 +1404,7 @@ impl Protocol {
             interlock_driver::operator::resolve_applied(&our_key(), &entity_name(0), "ops")
         };
         let resolved = self.commit(world, 0, &commit, false);
+        world.careless_refused |= resolved.is_err();
         let dropped = if not_applied {
             self.mutant(Mutant::NotAppliedDespiteEntity)
         } else {
