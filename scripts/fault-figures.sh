@@ -8,12 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/RESULTS.faults.md}
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-command="cargo test --release -p interlock --test disk --test clock --test hostile -- --nocapture --test-threads=1"
+figures=$(mktemp)
+trap 'rm -f "$log" "$figures"' EXIT
+command="cargo test --release -p interlock --test disk --test clock --test hostile -- --test-threads=1"
 status=0
-$command >"$log" 2>&1 || status=$?
+INTERLOCK_FIGURES="$figures" $command >"$log" 2>&1 || status=$?
 commit=$(git rev-parse --short=12 HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+# Results files a run of the benchmarks leaves behind do not make the code uncommitted.
+if [ -n "$(git status --porcelain --untracked-files=no -- . ':!docs')" ]; then
     tree="with uncommitted changes"
 else
     tree="a clean tree"
@@ -25,7 +27,7 @@ fi
     echo
     echo "- date (UTC): $(date -u '+%Y-%m-%d %H:%M')"
     echo "- commit: \`$commit\` ($tree)"
-    echo "- command: \`$command\`"
+    echo "- command: \`scripts/fault-figures.sh\`: \`$command\` with \`INTERLOCK_FIGURES\` naming the file the tests append their figures to"
     echo "- result: $(grep -E '^test result:' "$log" | awk '{p+=$4; f+=$6} END {printf "%d passed, %d failed", p, f}')"
     echo
     echo "The faults of issue 23 that are tests rather than chaos matrix cells: the ledger's disk full"
@@ -43,7 +45,7 @@ fi
     echo
     echo "| fault | figure | value |"
     echo "| --- | --- | --- |"
-    grep -P '^FIGURE\t' "$log" | awk -F'\t' '{gsub(/\|/, "\\|"); printf "| %s | %s | %s |\n", $2, $3, $4}'
+    awk -F'\t' '{gsub(/\|/, "\\|"); printf "| %s | %s | %s |\n", $1, $2, $3}' "$figures"
 } >"$out"
 echo "wrote $out"
 grep -E '^test result:|FAILED|panicked' "$log" || true

@@ -302,10 +302,23 @@ pub fn kill_9(pid: u32) {
     assert!(status.success(), "kill -9 {pid}");
 }
 
-/// One figure a fault test measured, on stderr as `FIGURE<TAB>test<TAB>name<TAB>value`.
-/// `scripts/fault-figures.sh` runs the fault tests with `--nocapture` and writes
-/// `docs/RESULTS.faults.md` from these lines; under a plain `cargo test` they are captured.
+/// One figure a fault test measured: `test<TAB>name<TAB>value`, appended to the file named by
+/// `INTERLOCK_FIGURES` when it is set (`scripts/fault-figures.sh` sets it and writes
+/// `docs/RESULTS.faults.md` from the file), on stderr otherwise (captured by `cargo test`).
 #[allow(dead_code)]
 pub fn figure(test: &str, name: &str, value: impl std::fmt::Display) {
-    eprintln!("FIGURE\t{test}\t{name}\t{value}");
+    let line = format!("{test}\t{name}\t{value}\n");
+    match std::env::var_os("INTERLOCK_FIGURES") {
+        Some(path) => {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .expect("the figures file opens for appending");
+            file.write_all(line.as_bytes())
+                .expect("the figures file takes the line");
+        }
+        None => eprint!("FIGURE\t{line}"),
+    }
 }
