@@ -39,7 +39,12 @@ fi
     echo
     echo "| test | result |"
     echo "| --- | --- |"
-    grep -E '^test [a-z_0-9]+ \.\.\. ' "$log" | sed -E 's/^test ([a-z_0-9]+) \.\.\. (.*)$/| `\1` | \2 |/'
+    # The proxies the tests start log to the same stderr, so a test's "ok" may land lines
+    # after its name: a test failed if libtest lists it under "failures:", passed otherwise.
+    failed=$(sed -n '/^failures:$/,/^test result/p' "$log" | grep -E '^    [a-z_0-9]+$' | tr -d ' ' || true)
+    for name in $(grep -oE '^test [a-z_0-9]+ \.\.\. ' "$log" | awk '{print $2}'); do
+        if grep -qx "$name" <<<"$failed"; then echo "| \`$name\` | FAILED |"; else echo "| \`$name\` | ok |"; fi
+    done
     echo
     echo "## Figures"
     echo
