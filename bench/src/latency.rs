@@ -1,9 +1,11 @@
 //! `interlock-bench latency`: one rmcp client calls `fetch_payment` and `create_refund` directly
 //! on an `interlock-rail-mock` and through `interlock serve` in front of another mock (same seed,
 //! its own journal), interleaved in one run, and prints p50/p99 of each path and the latency the
-//! proxy adds. See `bench/README.md`.
+//! proxy adds, beside the floor a gated refund cannot go below, measured in the same run: the
+//! direct `fetch_payment` p50 (the referent read G2 needs) plus two fsyncs of the ledger's own
+//! directory (the write-ahead record and the outcome). See `bench/README.md`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -53,6 +55,34 @@ impl Transport {
             Transport::Http => "http",
         }
     }
+}
+
+/// fdatasyncs timed for the floor's fsync figure.
+pub const FSYNC_SAMPLES: usize = 200;
+/// The bytes written before each of them: one SQLite page.
+const FSYNC_WRITE_BYTES: usize = 4096;
+/// Durable commits a gated refund cannot do without: its `IN_FLIGHT` record and its outcome.
+pub const FLOOR_FSYNCS: f64 = 2.0;
+
+/// The p50 of [`FSYNC_SAMPLES`] page writes each followed by `fdatasync`, in a file in `dir`
+/// (the ledger's directory: its filesystem is the one a commit waits for), in ms.
+pub fn fsync_p50_ms(dir: &Path) -> Res<f64> {
+    use std::io::{Seek, Write};
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path).map_err(|e| format!("fsync probe: {e}"))?;
+    let page = vec![0x5a_u8; FSYNC_WRITE_BYTES];
+    let mut samples = Vec::with_capacity(FSYNC_SAMPLES);
+    for _ in 0..FSYNC_SAMPLES {
+        file.rewind().map_err(|e| format!("fsync probe: {e}"))?;
+        file.write_all(&page)
+            .map_err(|e| format!("fsync probe: {e}"))?;
+        let started = std::time::Instant::now();
+        file.sync_data().map_err(|e| format!("fsync probe: {e}"))?;
+        samples.push(started.elapsed());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(figures(samples).p50)
 }
 
 /// The longest one measured call may take before the run fails.
@@ -245,19 +275,23 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         }
         let _ = direct.cancel().await;
         let _ = through.cancel().await;
+        // After the calls, so the probe's fsyncs do not queue behind the ledger's.
+        let fsync_p50 = fsync_p50_ms(dir)?;
         report(
             &args,
             [
                 ("fetch_payment", read_d, read_t),
                 ("create_refund", pay_d, pay_t),
             ],
+            fsync_p50,
         );
         Ok::<(), String>(())
     })
 }
 
-fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
+fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2], fsync_p50: f64) {
     let mut out = serde_json::Map::new();
+    let mut read_p50 = None;
     if !args.json {
         println!(
             "latency: {} calls of each tool on each path, interleaved (ms); the proxy on {}",
@@ -279,6 +313,9 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
     }
     for (tool, d, t) in rows {
         let (d, t) = (figures(d), figures(t));
+        if tool == "fetch_payment" {
+            read_p50 = Some(d.p50);
+        }
         if args.json {
             out.insert(
                 tool.to_owned(),
@@ -286,6 +323,8 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
                     "direct": {"p50_ms": d.p50, "p99_ms": d.p99, "mean_ms": d.mean},
                     "through": {"p50_ms": t.p50, "p99_ms": t.p99, "mean_ms": t.mean},
                     "added": {"p50_ms": t.p50 - d.p50, "p99_ms": t.p99 - d.p99},
+                    "added_p50_ms": t.p50 - d.p50,
+                    "added_p99_ms": t.p99 - d.p99,
                 }),
             );
         } else {
@@ -303,10 +342,18 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2]) {
             );
         }
     }
+    let read_p50 = read_p50.expect("fetch_payment is measured");
+    let floor = read_p50 + FLOOR_FSYNCS * fsync_p50;
     if args.json {
         out.insert("calls".into(), json!(args.calls));
         out.insert("transport".into(), json!(args.transport.name()));
+        out.insert("fsync_p50_ms".into(), json!(fsync_p50));
+        out.insert("floor_ms".into(), json!(floor));
         println!("{}", Value::Object(out));
+    } else {
+        println!(
+            "floor of a gated refund: direct fetch_payment p50 {read_p50:.3} + {FLOOR_FSYNCS} × fsync p50 {fsync_p50:.3} (the ledger's directory, {FSYNC_SAMPLES} samples) = {floor:.3} ms"
+        );
     }
 }
 
@@ -319,5 +366,13 @@ mod tests {
         let s = seed(3);
         assert_eq!(s["payments"].as_array().unwrap().len(), 3);
         assert_eq!(s["payments"][2]["id"], "pay_B000002");
+    }
+
+    #[test]
+    fn the_fsync_probe_measures_a_positive_figure_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p50 = fsync_p50_ms(dir.path()).unwrap();
+        assert!(p50 > 0.0, "{p50}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
