@@ -4,7 +4,7 @@
 use std::fmt;
 
 use interlock_machine::invariants::{self, RailEntity};
-use interlock_machine::{IntentCore, State};
+use interlock_machine::{EventKind, IntentCore, State};
 use interlock_rail_mock::harness::{EntityKind, Inspection};
 use interlock_spec::action::STAMP_NOTE_KEY;
 use interlock_spec::ids::Sik;
@@ -511,10 +511,14 @@ pub fn judge(evidence: &Evidence) -> Vec<Violation> {
 
 /// A quarantine that records the entity the rail or a pass showed (money moved, not as asked).
 fn records_an_entity(step: &Step) -> bool {
-    matches!(
-        step.kind.as_str(),
-        "RAIL_APPLIED" | "RECONCILE_FOUND_APPLIED"
-    )
+    is_entity_event(&step.kind)
+}
+
+/// The events that name an entity of ours: the rail's answer and a pass's finding.
+fn is_entity_event(kind: &str) -> bool {
+    [EventKind::RailApplied, EventKind::ReconcileFoundApplied]
+        .iter()
+        .any(|k| k.as_str() == kind)
 }
 
 /// An entity of ours that moved another amount than asked may end `APPLIED` only by an
@@ -529,10 +533,11 @@ fn judge_terms(evidence: &Evidence, flag: &mut impl FnMut(Kind, String)) {
     }) else {
         return;
     };
-    let by_the_rail = evidence.facts.steps.iter().find(|s| {
-        s.to == State::Applied
-            && matches!(s.kind.as_str(), "RAIL_APPLIED" | "RECONCILE_FOUND_APPLIED")
-    });
+    let by_the_rail = evidence
+        .facts
+        .steps
+        .iter()
+        .find(|s| s.to == State::Applied && is_entity_event(&s.kind));
     if let Some(step) = by_the_rail {
         flag(
             Kind::TermsUnchecked,

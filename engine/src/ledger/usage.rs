@@ -21,6 +21,10 @@ pub const BUCKET_MS: u64 = 60_000;
 
 const COUNTED: &str = "state IN (SELECT state FROM counted_states)";
 
+/// The amount an intent counts in the windows: what was authorised, or what the rail moved when
+/// that is more (ADR 0008). The window triggers of migration 0004 count the same expression.
+const WINDOWED: &str = "max(amount_minor, coalesce(moved_minor, 0))";
+
 /// Reads the usage `action` is judged against at `now`. `exclude` is an intent already in the
 /// ledger that is being judged again (an approval): it must not count against itself.
 pub(crate) fn read(
@@ -65,7 +69,7 @@ fn subtract_self(
         .row(
             &format!(
                 "SELECT state, amount_minor, counted_at, currency, subject_id, kind, tool,
-                    max(amount_minor, coalesce(moved_minor, 0))
+                    {WINDOWED}
                  FROM intents WHERE merchant_id = ?1 AND sik = ?2 AND {COUNTED}"
             ),
             params![key.merchant_id.as_str(), key.sik.as_str()],
@@ -181,7 +185,7 @@ fn window_usage(
     )?;
     let (edge_calls, edge_amount): (u64, u64) = conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
+            "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3
                AND counted_at < ?4 AND {COUNTED}"
         ),
@@ -192,7 +196,7 @@ fn window_usage(
     if cfg!(debug_assertions) {
         let scanned: (u64, u64) = conn.row(
             &format!(
-                "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
+                "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
                  WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}"
             ),
             params![merchant, currency, since],
@@ -217,7 +221,7 @@ fn scoped_window_usage(
     let names = serde_json::to_string(&names).expect("a list of names serializes");
     conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum(max(amount_minor, coalesce(moved_minor, 0))), 0) FROM intents
+            "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}
                AND tool IN (SELECT value FROM json_each(?4))"
         ),
