@@ -15,7 +15,7 @@ use interlock_machine::{EntityRef, RailEntity};
 use interlock_spec::action::{ActionKind, ProposedAction};
 use interlock_spec::ids::Sik;
 use interlock_spec::money::{Currency, Minor};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// The default list page size (Razorpay's default `count`).
@@ -83,6 +83,10 @@ struct State {
     scheduled: BTreeMap<String, (Minor, String)>,
     balance: Minor,
     entities: Vec<Entity>,
+    /// `(subject, dedupe key)` of every entity that has one: the receipt check looks here, so a
+    /// call costs the same with 50,000 entities as with one (the growth benchmark measures the
+    /// engine, not this rail).
+    receipts: BTreeSet<(String, String)>,
     exec_faults: VecDeque<ExecFault>,
     list_failures: u32,
     resolve_failures: u32,
@@ -114,6 +118,7 @@ impl MemoryRail {
                 scheduled: BTreeMap::new(),
                 balance,
                 entities: Vec::new(),
+                receipts: BTreeSet::new(),
                 exec_faults: VecDeque::new(),
                 list_failures: 0,
                 resolve_failures: 0,
@@ -284,10 +289,10 @@ impl MemoryRail {
                         call.amount
                     ));
                 }
-                let duplicate = state.entities.iter().any(|e| {
-                    e.subject == call.subject_id
-                        && e.dedupe_key.is_some()
-                        && e.dedupe_key == dedupe_key
+                let duplicate = dedupe_key.as_ref().is_some_and(|key| {
+                    state
+                        .receipts
+                        .contains(&(call.subject_id.clone(), key.clone()))
                 });
                 if duplicate {
                     return Err("BAD_REQUEST_ERROR: the receipt has already been used".to_owned());
@@ -333,6 +338,9 @@ impl MemoryRail {
             dedupe_key,
             created_at_ms: self.clock.now_ms(),
         };
+        if let Some(key) = &entity.dedupe_key {
+            state.receipts.insert((entity.subject.clone(), key.clone()));
+        }
         state.entities.push(entity.clone());
         let fee = Minor::new(call.amount.get() * state.fee_bps / 10_000).expect("≤ amount");
         Ok((entity, fee))
@@ -541,5 +549,45 @@ impl MemoryRail {
             .collect();
         let is_last = entities.len() < size;
         Ok(ListPage { entities, is_last })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use interlock_spec::ids::ToolName;
+
+    fn refund(sik: &str, subject: &str) -> RailCall {
+        RailCall {
+            tool: ToolName::parse("create_refund").unwrap(),
+            kind: ActionKind::Refund,
+            sik: Sik::parse(&sik.repeat(32)).unwrap(),
+            subject_id: subject.into(),
+            amount: Minor::new(100).unwrap(),
+            currency: Currency::INR,
+            payee: None,
+            passthrough: Default::default(),
+        }
+    }
+
+    /// A receipt is unique per payment: the same stamp again is refused, another stamp or the
+    /// same stamp on another payment is not.
+    #[test]
+    fn a_receipt_is_refused_the_second_time_on_the_same_payment_only() {
+        let rail = MemoryRail::new(Arc::new(ManualClock::new(1)), Minor::ZERO);
+        rail.add_payment("pay_1", 1_000, 0, None);
+        rail.add_payment("pay_2", 1_000, 0, None);
+        let budget = CallBudget::new(1_000, u64::MAX, Arc::new(|| 1));
+        let applied = |o: RailOutcome| matches!(o, RailOutcome::Applied { .. });
+        assert!(applied(rail.execute_now(&refund("A", "pay_1"), &budget)));
+        let again = rail.execute_now(&refund("A", "pay_1"), &budget);
+        assert!(
+            matches!(&again, RailOutcome::Rejected { detail } if detail.contains("receipt")),
+            "{again:?}"
+        );
+        assert!(applied(rail.execute_now(&refund("B", "pay_1"), &budget)));
+        assert!(applied(rail.execute_now(&refund("A", "pay_2"), &budget)));
+        assert_eq!(rail.entities().len(), 3);
     }
 }
