@@ -86,22 +86,22 @@ pub fn fsync_p50_ms(dir: &Path) -> Res<f64> {
 }
 
 /// The longest one measured call may take before the run fails.
-const LATENCY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const LATENCY_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A seed with `n` fresh, unrefunded payments `pay_B000000`…, each refunded once by the run.
-fn seed(n: usize) -> Value {
+pub(crate) fn seed(n: usize) -> Value {
     let payments: Vec<Value> = (0..n)
         .map(|i| json!({"id": payment_id(i), "amount": 100_000}))
         .collect();
     json!({"currency": "INR", "balance": 1_000_000_000_u64, "payments": payments})
 }
 
-fn payment_id(i: usize) -> String {
+pub(crate) fn payment_id(i: usize) -> String {
     format!("pay_B{i:06}")
 }
 
 /// A mandate granting `fetch_payment` and `create_refund`, with limits no run reaches.
-fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
+pub(crate) fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
     let max_calls = u32::try_from(calls * 4 + 100).map_err(|_| format!("{calls} calls"))?;
     Ok(interlock_profile::razorpay::refund_desk(agent)
         .mandate_id("mnd_bench")
@@ -117,7 +117,12 @@ fn mandate(pins: &Value, agent: &str, calls: usize) -> Res<String> {
 }
 
 /// One timed call; an error result is a failed run (the benchmark measures successes only).
-async fn timed(client: &Client, tool: &str, args: Value, what: &str) -> Res<Duration> {
+pub(crate) async fn timed(
+    client: &rmcp::service::Peer<rmcp::service::RoleClient>,
+    tool: &str,
+    args: Value,
+    what: &str,
+) -> Res<Duration> {
     let (reply, elapsed) = mcp::call(client, tool, args, LATENCY_CALL_TIMEOUT).await;
     match reply {
         Reply::Answered(result) if result.is_error != Some(true) => Ok(elapsed),

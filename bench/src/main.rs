@@ -1,5 +1,6 @@
 //! `interlock-bench`: the scenario benchmark (`scenarios`), the proxy's added latency
-//! (`latency`), and the poisoned upstream the scenarios start (`shim`). See `bench/README.md`.
+//! (`latency`), the cost of a refund as the ledger fills (`growth`), and the poisoned
+//! upstream the scenarios start (`shim`). See `bench/README.md`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,12 +9,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use interlock_bench::Res;
 use interlock_bench::bins::Bins;
+use interlock_bench::growth::{GrowthArgs, growth};
 use interlock_bench::latency::{LatencyArgs, latency};
 use interlock_bench::scenario::report::{self, Provenance};
 use interlock_bench::scenario::run::{PathKind, Suite};
 use interlock_bench::scenario::summary::{paired_latency, summarise};
 use interlock_bench::scenario::{self, SuiteOptions, model};
 use interlock_bench::shim::{ShimArgs, shim};
+use interlock_bench::throughput::{ThroughputArgs, throughput};
 
 /// Benchmarks for Interlock.
 #[derive(Parser)]
@@ -31,6 +34,12 @@ enum Cmd {
     Scenarios(ScenarioArgs),
     /// Latency of fetch_payment and create_refund, direct on the mock rail vs through interlock.
     Latency(LatencyArgs),
+    /// Whether a gated refund costs more as the ledger fills: the engine against the in-memory
+    /// rail, p50/p99 and CPU per refund of the last 1,000 refunds at 1k, 10k and 50k.
+    Growth(GrowthArgs),
+    /// Refunds/s, p50/p99, proxy CPU and ledger fsyncs per refund with K = 1, 8, 32, 64 agents
+    /// at once, in one proxy and across K proxy processes on one ledger, direct vs gated.
+    Throughput(ThroughputArgs),
     /// AgentDojo's banking suite (v1.2.2): every pair, the fully compromised agent, direct and
     /// through interlock, scored by AgentDojo's own checks; writes docs/RESULTS.agentdojo.md.
     Agentdojo(AgentDojoArgs),
@@ -96,6 +105,8 @@ fn main() {
     let result = match cli.command {
         Cmd::Scenarios(args) => scenarios(args),
         Cmd::Latency(args) => latency(args),
+        Cmd::Growth(args) => growth(args).map(|_| ()),
+        Cmd::Throughput(args) => throughput(args).map(|_| ()),
         Cmd::Agentdojo(args) => agentdojo(args),
         Cmd::Shim(args) => shim(args),
     };

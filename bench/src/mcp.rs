@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use interlock_rail_mock::harness::MockCommand;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
@@ -103,7 +103,7 @@ pub enum Reply {
 
 /// Calls `tool` and waits at most `timeout`; returns the reply and how long it took.
 pub async fn call(
-    client: &Client,
+    client: &Peer<RoleClient>,
     tool: &str,
     args: Value,
     timeout: Duration,

@@ -7,7 +7,7 @@
 //! The async methods (`*_async`) are what the proxy awaits on its runtime; the blocking ones
 //! with the plain names drive the same futures to completion on the calling thread, for a rail
 //! whose futures complete without a runtime (the memory rail: the engine's tests, the
-//! `refund_cost` example, the operator commands).
+//! bench's `growth` command, the operator commands).
 
 use crate::clock::Clock;
 use crate::kill_point;

@@ -1,0 +1,486 @@
+//! `interlock-bench throughput`: refunds per second with K agents calling at once, direct on
+//! `interlock-rail-mock` and through `interlock serve`, in two shapes:
+//!
+//! - `one`: one server process, K calls in flight on one MCP session;
+//! - `many`: K server processes, one session each: K mocks on one journal (direct), or K
+//!   proxies on one ledger, each in front of its own mock on one shared journal (gated).
+//!
+//! Every refund is of a fresh payment, so none is refused. Per run it prints refunds/s, the
+//! p50/p99 of the calls, the proxies' CPU per refund (from `/proc/PID/stat`), and, from a second
+//! gated run of the same shape under `strace`, the ledger's fsyncs per refund (only syncs of
+//! files named `ledger.db*` count, from the first call to the last answer; the mock's journal
+//! is not the ledger). After each run the
+//! rail's journal must hold exactly the refunds asked for, or the command fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use interlock_rail_mock::harness::{MockCommand, inspect};
+use serde_json::{Value, json};
+
+use crate::Res;
+use crate::bins::Bins;
+use crate::figures::figures;
+use crate::latency::{mandate, payment_id, seed, timed};
+use crate::mcp::{self, Client};
+use crate::procstat::CpuClock;
+
+/// The most agents one run may have (each is a session, and in `many` a process or two).
+pub const THROUGHPUT_AGENTS_MAX: usize = 256;
+/// The most refunds one run may make.
+pub const THROUGHPUT_REFUNDS_MAX: usize = 100_000;
+
+/// The options of `interlock-bench throughput`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ThroughputArgs {
+    /// Concurrent agents, one run per value and shape.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+    pub ks: Vec<usize>,
+    /// Refunds per run, shared evenly by its agents (rounded down to a multiple of K).
+    #[arg(long, default_value_t = 640)]
+    pub refunds: usize,
+    /// Shapes: `one` (one server, K calls in flight) and `many` (K server processes).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Shape::One, Shape::Many])]
+    pub shapes: Vec<Shape>,
+    /// Do not count the ledger's fsyncs (the second, straced run of each gated shape).
+    #[arg(long)]
+    pub no_fsyncs: bool,
+    /// Directory holding `interlock` and `interlock-rail-mock`. Default: built beside this binary.
+    #[arg(long)]
+    pub bin_dir: Option<PathBuf>,
+    /// Print the figures as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How the K agents reach the server.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    /// One server process, K calls in flight on one session.
+    One,
+    /// K server processes, one session each, on one ledger (and one journal).
+    Many,
+}
+
+/// What one path of one run measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PathFigures {
+    /// Refunds answered per second of wall time (first call sent to last answer).
+    pub refunds_per_s: f64,
+    /// p50 of the calls, ms.
+    pub p50_ms: f64,
+    /// p99 of the calls, ms.
+    pub p99_ms: f64,
+    /// CPU of the server processes per refund, ms (the proxies on the gated path, the mocks on
+    /// the direct one; their children not included).
+    pub cpu_ms_per_refund: f64,
+    /// Syncs of the ledger's files during the calls (counted on the straced run only).
+    #[serde(skip)]
+    ledger_syncs: usize,
+}
+
+/// One (K, shape) run: both paths, and the ledger's fsyncs per gated refund.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Concurrent agents.
+    pub k: usize,
+    /// The shape.
+    pub shape: Shape,
+    /// Refunds made on each path.
+    pub refunds: usize,
+    /// Straight to the mock.
+    pub direct: PathFigures,
+    /// Through `interlock serve`.
+    pub gated: PathFigures,
+    /// gated / direct refunds per second.
+    pub ratio: f64,
+    /// fdatasync + fsync calls on the ledger's files per gated refund (`None` with `--no-fsyncs`).
+    pub fsyncs_per_refund: Option<f64>,
+}
+
+/// Which path a run measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PathKind {
+    Direct,
+    Gated,
+    /// Gated, each proxy under `strace`, to count its syncs; the times are not kept.
+    GatedStraced,
+}
+
+/// Checks the options; the per-agent refund count of each K.
+fn plan(args: &ThroughputArgs) -> Res<()> {
+    if args.ks.is_empty() || args.shapes.is_empty() {
+        return Err("--ks and --shapes each need at least one value".into());
+    }
+    for &k in &args.ks {
+        if k == 0 || k > THROUGHPUT_AGENTS_MAX {
+            return Err(format!(
+                "--ks {k}: each K must be 1..={THROUGHPUT_AGENTS_MAX} (THROUGHPUT_AGENTS_MAX)"
+            ));
+        }
+        if args.refunds < k {
+            return Err(format!(
+                "--refunds {} is less than K = {k}: every agent makes at least one",
+                args.refunds
+            ));
+        }
+    }
+    if args.refunds > THROUGHPUT_REFUNDS_MAX {
+        return Err(format!(
+            "--refunds {} exceeds THROUGHPUT_REFUNDS_MAX ({THROUGHPUT_REFUNDS_MAX})",
+            args.refunds
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the throughput benchmark; prints and returns its rows.
+pub fn throughput(args: ThroughputArgs) -> Res<Vec<Row>> {
+    plan(&args)?;
+    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let bins = match &args.bin_dir {
+        Some(dir) => Bins::in_dir(dir, &bench)?,
+        None => Bins::build_beside(&bench)?,
+    };
+    if !bins.release {
+        eprintln!("warning: a debug build; run with --release for meaningful figures");
+    }
+    if !args.no_fsyncs {
+        strace_present()?;
+    }
+    let cpu = CpuClock::new()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("interlock-throughput-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio: {e}"))?;
+    let mut rows = Vec::new();
+    for &shape in &args.shapes {
+        for &k in &args.ks {
+            let per_agent = args.refunds / k;
+            let run = Run {
+                bins: &bins,
+                cpu,
+                k,
+                per_agent,
+                shape,
+            };
+            let dir = |what: &str| -> Res<PathBuf> {
+                let d = tmp.path().join(format!("{shape:?}-{k}-{what}"));
+                std::fs::create_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                Ok(d)
+            };
+            let direct = rt.block_on(run.path(PathKind::Direct, &dir("direct")?))?;
+            let gated = rt.block_on(run.path(PathKind::Gated, &dir("gated")?))?;
+            let fsyncs_per_refund = if args.no_fsyncs {
+                None
+            } else {
+                let straced = rt.block_on(run.path(PathKind::GatedStraced, &dir("straced")?))?;
+                Some(straced.ledger_syncs as f64 / (k * per_agent) as f64)
+            };
+            let row = Row {
+                k,
+                shape,
+                refunds: k * per_agent,
+                ratio: gated.refunds_per_s / direct.refunds_per_s,
+                direct,
+                gated,
+                fsyncs_per_refund,
+            };
+            eprintln!(
+                "K={k:<3} {shape:?}: direct {:.0}/s, gated {:.0}/s",
+                row.direct.refunds_per_s, row.gated.refunds_per_s
+            );
+            rows.push(row);
+        }
+    }
+    report(&args, &rows);
+    Ok(rows)
+}
+
+/// One (K, shape) of the benchmark.
+struct Run<'a> {
+    bins: &'a Bins,
+    cpu: CpuClock,
+    k: usize,
+    per_agent: usize,
+    shape: Shape,
+}
+
+/// A server the agents talk to: its session(s) and the pid whose CPU is counted.
+struct Server {
+    client: Client,
+    pid: u32,
+    _child: tokio::process::Child,
+}
+
+impl Run<'_> {
+    /// Starts the servers of `kind` in `dir`, makes every refund, checks the rail's journal.
+    async fn path(&self, kind: PathKind, dir: &Path) -> Res<PathFigures> {
+        let syncs_before = |kind| match kind {
+            PathKind::GatedStraced => count_ledger_syncs(dir),
+            _ => Ok(0),
+        };
+        let total = self.k * self.per_agent;
+        let seed_file = dir.join("seed.json");
+        std::fs::write(&seed_file, seed(total).to_string())
+            .map_err(|e| format!("write seed: {e}"))?;
+        let journal = dir.join("rail.db");
+        let mock = |journal: &Path| {
+            MockCommand::new(&self.bins.mock)
+                .journal(journal)
+                .seed(&seed_file)
+                .log_level("error")
+        };
+        // The journal is made once, before any server shares it.
+        mock(&journal).run_to_end()?;
+        let servers = match self.shape {
+            Shape::One => 1,
+            Shape::Many => self.k,
+        };
+        let mut started = Vec::with_capacity(servers);
+        let mandate_file = dir.join("mandate.yaml");
+        if kind != PathKind::Direct {
+            let pins = mcp::pins(&self.bins.interlock, &self.bins.mock, &seed_file)?;
+            std::fs::write(&mandate_file, mandate(&pins, "agent_bench", total)?)
+                .map_err(|e| format!("write mandate: {e}"))?;
+        }
+        // One at a time: the first proxy creates the ledger, the others open it.
+        for i in 0..servers {
+            let cmd = match kind {
+                PathKind::Direct => tokio::process::Command::from(mock(&journal).command()),
+                PathKind::Gated | PathKind::GatedStraced => {
+                    let mut cmd = match kind {
+                        PathKind::GatedStraced => {
+                            let mut c = tokio::process::Command::new("strace");
+                            c.args(["-f", "-qq", "--seccomp-bpf", "-y"])
+                                .args(["-e", "trace=fsync,fdatasync", "-o"])
+                                .arg(dir.join(format!("strace.{i}")))
+                                .arg(&self.bins.interlock);
+                            c
+                        }
+                        _ => tokio::process::Command::new(&self.bins.interlock),
+                    };
+                    cmd.arg("serve")
+                        .arg("--db")
+                        .arg(dir.join("ledger.db"))
+                        .arg("--mandate")
+                        .arg(&mandate_file)
+                        .args(["--agent", "agent_bench", "--"])
+                        .args(mock(&journal).argv())
+                        .env("RUST_LOG", "warn")
+                        .env_remove("RAZORPAY_KEY_ID");
+                    cmd
+                }
+            };
+            started.push(spawn(cmd, i).await?);
+        }
+        // The syncs of opening and creating the ledger are not the refunds'.
+        let startup_syncs = syncs_before(kind)?;
+        let before = self.cpu_of(&started)?;
+        let t0 = Instant::now();
+        let mut calls = tokio::task::JoinSet::new();
+        for agent in 0..self.k {
+            let client = started[agent % servers].client.peer().clone();
+            let first = agent * self.per_agent;
+            let n = self.per_agent;
+            calls.spawn(async move {
+                let mut took = Vec::with_capacity(n);
+                for i in first..first + n {
+                    let refund = json!({"payment_id": payment_id(i), "amount": 100});
+                    took.push(timed(&client, "create_refund", refund, "refund").await?);
+                }
+                Ok::<_, String>(took)
+            });
+        }
+        let mut latencies = Vec::with_capacity(total);
+        while let Some(done) = calls.join_next().await {
+            latencies.extend(done.map_err(|e| format!("an agent task: {e}"))??);
+        }
+        let wall = t0.elapsed();
+        let after = self.cpu_of(&started)?;
+        for s in started {
+            let _ = s.client.cancel().await;
+        }
+        let syncs = syncs_before(kind)?.saturating_sub(startup_syncs);
+        let refunds = inspect(&self.bins.mock, &journal)?.refunds.len();
+        if refunds != total {
+            return Err(format!(
+                "the rail holds {refunds} refunds where {total} were made (K={}, {:?})",
+                self.k, self.shape
+            ));
+        }
+        let f = figures(latencies);
+        Ok(PathFigures {
+            refunds_per_s: total as f64 / wall.as_secs_f64(),
+            p50_ms: f.p50,
+            p99_ms: f.p99,
+            cpu_ms_per_refund: (after - before) / total as f64,
+            ledger_syncs: syncs,
+        })
+    }
+
+    fn cpu_of(&self, servers: &[Server]) -> Res<f64> {
+        servers.iter().map(|s| self.cpu.pid_ms(s.pid)).sum()
+    }
+}
+
+/// Spawns a server on piped stdio and completes the handshake.
+async fn spawn(mut cmd: tokio::process::Command, i: usize) -> Res<Server> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn server {i}: {e}"))?;
+    let pid = child.id().ok_or("a server exited at once")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let client = mcp::serve(stdout, stdin, &format!("server {i}")).await?;
+    Ok(Server {
+        client,
+        pid,
+        _child: child,
+    })
+}
+
+/// `strace` must be on PATH to count syncs; say how to do without it.
+fn strace_present() -> Res<()> {
+    match std::process::Command::new("strace")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => Ok(()),
+        _ => Err(
+            "strace is not on PATH: install it (apt-get install strace) to count the \
+                  ledger's fsyncs, or pass --no-fsyncs"
+                .into(),
+        ),
+    }
+}
+
+/// The fsync and fdatasync calls on files named `ledger.db*` in the `strace.*` files of `dir`.
+fn count_ledger_syncs(dir: &Path) -> Res<usize> {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let is_trace = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("strace."));
+        if is_trace {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            count += text.lines().filter(|l| is_ledger_sync(l)).count();
+        }
+    }
+    Ok(count)
+}
+
+/// A line of `strace -f -y` that starts a sync of the ledger's database or its WAL
+/// (`123 fdatasync(5</tmp/…/ledger.db-wal>) = 0`, or the `<unfinished ...>` half).
+fn is_ledger_sync(line: &str) -> bool {
+    ["fsync(", "fdatasync("].iter().any(|call| {
+        line.find(call).is_some_and(|at| {
+            let arg = &line[at + call.len()..];
+            arg.split_once('>')
+                .is_some_and(|(fd, _)| fd.contains("/ledger.db"))
+        })
+    })
+}
+
+fn report(args: &ThroughputArgs, rows: &[Row]) {
+    if args.json {
+        println!("{}", rows_json(rows));
+        return;
+    }
+    println!(
+        "throughput: refunds/s with K agents at once, direct on the mock vs through interlock serve"
+    );
+    println!(
+        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9}",
+        "K",
+        "shape",
+        "refunds",
+        "direct/s",
+        "d p50",
+        "d p99",
+        "gated/s",
+        "g p50",
+        "g p99",
+        "ratio",
+        "cpu ms/r",
+        "fsyncs/r"
+    );
+    for r in rows {
+        let fsyncs = r
+            .fsyncs_per_refund
+            .map_or_else(|| "-".to_owned(), |f| format!("{f:.2}"));
+        println!(
+            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9}",
+            r.k,
+            format!("{:?}", r.shape).to_lowercase(),
+            r.refunds,
+            r.direct.refunds_per_s,
+            r.direct.p50_ms,
+            r.direct.p99_ms,
+            r.gated.refunds_per_s,
+            r.gated.p50_ms,
+            r.gated.p99_ms,
+            r.ratio,
+            r.gated.cpu_ms_per_refund,
+            fsyncs
+        );
+    }
+}
+
+/// The JSON of `rows`, as `--json` prints it.
+pub fn rows_json(rows: &[Row]) -> Value {
+    json!({ "rows": rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_syncs_of_the_ledger_count() {
+        assert!(is_ledger_sync("812 fdatasync(5</tmp/x/ledger.db-wal>) = 0"));
+        assert!(is_ledger_sync(
+            "812 fsync(6</tmp/x/ledger.db> <unfinished ...>"
+        ));
+        assert!(!is_ledger_sync("812 <... fdatasync resumed>) = 0"));
+        assert!(!is_ledger_sync("813 fdatasync(7</tmp/x/rail.db-wal>) = 0"));
+        assert!(!is_ledger_sync("813 fsync(3</tmp/x/>) = 0"));
+    }
+
+    fn args(ks: &[usize], refunds: usize) -> ThroughputArgs {
+        ThroughputArgs {
+            ks: ks.to_vec(),
+            refunds,
+            shapes: vec![Shape::One],
+            no_fsyncs: true,
+            bin_dir: None,
+            json: true,
+        }
+    }
+
+    #[test]
+    fn the_plan_is_bounded() {
+        assert!(plan(&args(&[1, 8], 8)).is_ok());
+        assert!(plan(&args(&[0], 8)).unwrap_err().contains("1..="));
+        let many = plan(&args(&[THROUGHPUT_AGENTS_MAX + 1], 100_000)).unwrap_err();
+        assert!(many.contains("THROUGHPUT_AGENTS_MAX"), "{many}");
+        assert!(plan(&args(&[8], 4)).unwrap_err().contains("at least one"));
+        let big = plan(&args(&[1], THROUGHPUT_REFUNDS_MAX + 1)).unwrap_err();
+        assert!(big.contains("THROUGHPUT_REFUNDS_MAX"), "{big}");
+    }
+}
