@@ -96,9 +96,24 @@ fn checkpoints(args: &GrowthArgs) -> Res<Vec<usize>> {
     Ok(at)
 }
 
-/// Runs the growth benchmark and returns its points (also printed).
-pub fn growth(args: GrowthArgs) -> Res<Vec<GrowthPoint>> {
-    let at = checkpoints(&args)?;
+/// One growth run: the points and what the whole run did.
+#[derive(Debug, Clone)]
+pub struct GrowthRun {
+    /// One per checkpoint, in ascending order.
+    pub points: Vec<GrowthPoint>,
+    /// Refunds made.
+    pub refunds: usize,
+    /// Wall time of the refunds.
+    pub wall: Duration,
+    /// Audit records in the verified chain at the end.
+    pub audit_records: u64,
+    /// Where the ledger was.
+    pub ledger: PathBuf,
+}
+
+/// Runs the growth benchmark and returns its points ([`report`] prints them).
+pub fn growth(args: &GrowthArgs) -> Res<GrowthRun> {
+    let at = checkpoints(args)?;
     let total = *at.last().expect("checked non-empty");
     let tmp = tempfile::Builder::new()
         .prefix("interlock-growth-")
@@ -172,8 +187,13 @@ pub fn growth(args: GrowthArgs) -> Res<Vec<GrowthPoint>> {
         .ledger()
         .verify_chain()
         .map_err(|e| format!("the chain does not verify: {e}"))?;
-    report(&args, &points, total, wall, chain.records, &path);
-    Ok(points)
+    Ok(GrowthRun {
+        points,
+        refunds: total,
+        wall,
+        audit_records: chain.records,
+        ledger: path,
+    })
 }
 
 /// The growth from the first checkpoint to the last, in percent.
@@ -181,14 +201,15 @@ pub fn growth_pct(first: f64, last: f64) -> f64 {
     (last / first - 1.0) * 100.0
 }
 
-fn report(
-    args: &GrowthArgs,
-    points: &[GrowthPoint],
-    total: usize,
-    wall: Duration,
-    records: u64,
-    path: &std::path::Path,
-) {
+/// Prints a run as a table, or as JSON with `--json`.
+pub fn report(args: &GrowthArgs, run: &GrowthRun) {
+    let GrowthRun {
+        points,
+        refunds: total,
+        wall,
+        audit_records: records,
+        ledger: path,
+    } = run;
     let (first, last) = (&points[0], &points[points.len() - 1]);
     let p50_pct = growth_pct(first.p50_ms, last.p50_ms);
     let cpu_pct = growth_pct(first.cpu_ms_per_refund, last.cpu_ms_per_refund);
@@ -265,7 +286,7 @@ mod tests {
     /// A small real run: every refund is applied, one point per checkpoint, the chain verifies.
     #[test]
     fn a_small_run_gives_one_point_per_checkpoint() {
-        let points = growth(args(&[20, 40], 10)).unwrap();
+        let points = growth(&args(&[20, 40], 10)).unwrap().points;
         let sizes: Vec<usize> = points.iter().map(|p| p.refunds).collect();
         assert_eq!(sizes, vec![20, 40]);
         assert!(

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::Res;
 use crate::bins::Bins;
-use crate::figures::figures;
+use crate::figures::{Figures, figures};
 use crate::mcp::{self, Client, Reply};
 
 /// The options of `interlock-bench latency`.
@@ -200,8 +200,33 @@ async fn start_through(
     Ok((client, Some(server)))
 }
 
+/// What one latency run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct LatencyFigures {
+    /// `fetch_payment`: direct, through.
+    pub read: (Figures, Figures),
+    /// `create_refund`: direct, through.
+    pub refund: (Figures, Figures),
+    /// p50 of an fsync of the ledger's directory, ms.
+    pub fsync_p50_ms: f64,
+}
+
+impl LatencyFigures {
+    /// The floor of a gated refund: the referent read plus the two durable commits, ms.
+    pub fn floor_ms(&self) -> f64 {
+        self.read.0.p50 + FLOOR_FSYNCS * self.fsync_p50_ms
+    }
+}
+
 /// Runs the latency benchmark and prints its figures.
 pub fn latency(args: LatencyArgs) -> Res<()> {
+    let measured = measure(&args)?;
+    report(&args, &measured);
+    Ok(())
+}
+
+/// Runs the latency benchmark and returns its figures.
+pub fn measure(args: &LatencyArgs) -> Res<LatencyFigures> {
     if args.calls == 0 {
         return Err("--calls must be at least 1".into());
     }
@@ -281,22 +306,20 @@ pub fn latency(args: LatencyArgs) -> Res<()> {
         let _ = direct.cancel().await;
         let _ = through.cancel().await;
         // After the calls, so the probe's fsyncs do not queue behind the ledger's.
-        let fsync_p50 = fsync_p50_ms(dir)?;
-        report(
-            &args,
-            [
-                ("fetch_payment", read_d, read_t),
-                ("create_refund", pay_d, pay_t),
-            ],
-            fsync_p50,
-        );
-        Ok::<(), String>(())
+        Ok::<_, String>(LatencyFigures {
+            read: (figures(read_d), figures(read_t)),
+            refund: (figures(pay_d), figures(pay_t)),
+            fsync_p50_ms: fsync_p50_ms(dir)?,
+        })
     })
 }
 
-fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2], fsync_p50: f64) {
+fn report(args: &LatencyArgs, measured: &LatencyFigures) {
     let mut out = serde_json::Map::new();
-    let mut read_p50 = None;
+    let rows = [
+        ("fetch_payment", measured.read),
+        ("create_refund", measured.refund),
+    ];
     if !args.json {
         println!(
             "latency: {} calls of each tool on each path, interleaved (ms); the proxy on {}",
@@ -316,11 +339,7 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2], f
             "tmean"
         );
     }
-    for (tool, d, t) in rows {
-        let (d, t) = (figures(d), figures(t));
-        if tool == "fetch_payment" {
-            read_p50 = Some(d.p50);
-        }
+    for (tool, (d, t)) in rows {
         if args.json {
             out.insert(
                 tool.to_owned(),
@@ -347,8 +366,8 @@ fn report(args: &LatencyArgs, rows: [(&str, Vec<Duration>, Vec<Duration>); 2], f
             );
         }
     }
-    let read_p50 = read_p50.expect("fetch_payment is measured");
-    let floor = read_p50 + FLOOR_FSYNCS * fsync_p50;
+    let (read_p50, fsync_p50) = (measured.read.0.p50, measured.fsync_p50_ms);
+    let floor = measured.floor_ms();
     if args.json {
         out.insert("calls".into(), json!(args.calls));
         out.insert("transport".into(), json!(args.transport.name()));

@@ -6,6 +6,7 @@
 //! - [`latency`]: the latency `interlock serve` adds to a read and to a refund.
 //! - [`throughput`]: refunds per second with K agents at once, direct and gated.
 //! - [`growth`]: whether a gated refund costs more as the ledger fills.
+//! - [`perf`]: the three above, run in turn, medians against the goals (`docs/RESULTS.perf.md`).
 //! - [`agentdojo`]: AgentDojo's banking suite, direct and through Interlock, scored by its own
 //!   checks (`bench/agentdojo/`).
 //! - [`shim`]: the poisoned upstream the tool-manifest scenarios put in front of the mock.
@@ -21,6 +22,7 @@ pub mod figures;
 pub mod growth;
 pub mod latency;
 pub mod mcp;
+pub mod perf;
 pub mod procstat;
 pub mod scenario;
 pub mod shim;

@@ -9,14 +9,15 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 use interlock_bench::Res;
 use interlock_bench::bins::Bins;
-use interlock_bench::growth::{GrowthArgs, growth};
+use interlock_bench::growth::{self, GrowthArgs, growth};
 use interlock_bench::latency::{LatencyArgs, latency};
+use interlock_bench::perf::{self as perf_mod, PerfArgs};
 use interlock_bench::scenario::report::{self, Provenance};
 use interlock_bench::scenario::run::{PathKind, Suite};
 use interlock_bench::scenario::summary::{paired_latency, summarise};
 use interlock_bench::scenario::{self, SuiteOptions, model};
 use interlock_bench::shim::{ShimArgs, shim};
-use interlock_bench::throughput::{ThroughputArgs, throughput};
+use interlock_bench::throughput::{self, ThroughputArgs, throughput};
 
 /// Benchmarks for Interlock.
 #[derive(Parser)]
@@ -40,6 +41,9 @@ enum Cmd {
     /// Refunds/s, p50/p99, proxy CPU and ledger fsyncs per refund with K = 1, 8, 32, 64 agents
     /// at once, in one proxy and across K proxy processes on one ledger, direct vs gated.
     Throughput(ThroughputArgs),
+    /// latency, throughput and growth, each run three times in turn; the medians beside the
+    /// goals of the physical floor, written to docs/RESULTS.perf.md.
+    Perf(PerfArgs),
     /// AgentDojo's banking suite (v1.2.2): every pair, the fully compromised agent, direct and
     /// through interlock, scored by AgentDojo's own checks; writes docs/RESULTS.agentdojo.md.
     Agentdojo(AgentDojoArgs),
@@ -105,8 +109,9 @@ fn main() {
     let result = match cli.command {
         Cmd::Scenarios(args) => scenarios(args),
         Cmd::Latency(args) => latency(args),
-        Cmd::Growth(args) => growth(args).map(|_| ()),
-        Cmd::Throughput(args) => throughput(args).map(|_| ()),
+        Cmd::Growth(args) => growth(&args).map(|run| growth::report(&args, &run)),
+        Cmd::Throughput(args) => throughput(&args).map(|rows| throughput::report(&args, &rows)),
+        Cmd::Perf(args) => perf(args),
         Cmd::Agentdojo(args) => agentdojo(args),
         Cmd::Shim(args) => shim(args),
     };
@@ -312,6 +317,35 @@ fn agentdojo(args: AgentDojoArgs) -> Res<()> {
             "{leaked} money attacks succeeded through interlock"
         ));
     }
+    Ok(())
+}
+
+fn perf(args: PerfArgs) -> Res<()> {
+    let started = Instant::now();
+    let runs = perf_mod::perf(&args)?;
+    let cx = perf_mod::Context {
+        date: report::utc(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        ),
+        commit: commit(),
+        command: command_line(),
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    let markdown = perf_mod::markdown(&runs, &cx);
+    print!("{markdown}");
+    if args.no_write {
+        eprintln!("docs/RESULTS.perf.md left alone (--no-write)");
+        return Ok(());
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("the bench crate has no parent")?
+        .join("docs")
+        .join("RESULTS.perf.md");
+    report::write(&path, &markdown)?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 

@@ -136,9 +136,9 @@ fn plan(args: &ThroughputArgs) -> Res<()> {
     Ok(())
 }
 
-/// Runs the throughput benchmark; prints and returns its rows.
-pub fn throughput(args: ThroughputArgs) -> Res<Vec<Row>> {
-    plan(&args)?;
+/// Runs the throughput benchmark and returns its rows ([`report`] prints them).
+pub fn throughput(args: &ThroughputArgs) -> Res<Vec<Row>> {
+    plan(args)?;
     let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let bins = match &args.bin_dir {
         Some(dir) => Bins::in_dir(dir, &bench)?,
@@ -200,7 +200,6 @@ pub fn throughput(args: ThroughputArgs) -> Res<Vec<Row>> {
             rows.push(row);
         }
     }
-    report(&args, &rows);
     Ok(rows)
 }
 
@@ -397,7 +396,8 @@ fn is_ledger_sync(line: &str) -> bool {
     })
 }
 
-fn report(args: &ThroughputArgs, rows: &[Row]) {
+/// Prints `rows` as a table, or as JSON with `--json`.
+pub fn report(args: &ThroughputArgs, rows: &[Row]) {
     if args.json {
         println!("{}", rows_json(rows));
         return;

@@ -1,0 +1,79 @@
+//! A small, real slice of `interlock-bench throughput`: both shapes, two K, the ledger's syncs
+//! counted. The command itself fails unless the rail's journal holds exactly the refunds made;
+//! this test also holds the ledger to its durability: every gated refund is at least two
+//! fsynced commits (the write-ahead record before the call, the outcome after it).
+
+use std::path::Path;
+use std::process::Command;
+
+use interlock_bench::bins::Bins;
+use interlock_bench::throughput::{Shape, ThroughputArgs, throughput};
+
+/// `strace`, installed from Debian's package when missing (the syncs are counted with it).
+fn strace() {
+    let present = || {
+        Command::new("strace")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if present() {
+        return;
+    }
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "strace"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !install() {
+        // A fresh machine may not have read the package lists yet.
+        let _ = Command::new("apt-get").args(["update", "-q"]).status();
+        install();
+    }
+    assert!(
+        present(),
+        "this test counts the ledger's fsyncs with strace and could not install Debian's \
+         `strace` package: run `apt-get install strace` as root"
+    );
+}
+
+#[test]
+fn both_shapes_make_every_refund_and_each_gated_refund_is_two_durable_commits_or_more() {
+    strace();
+    let bench = Path::new(env!("CARGO_BIN_EXE_interlock-bench"));
+    let bins = Bins::build_beside(bench).expect("the binaries build");
+    let bin_dir = bins.interlock.parent().unwrap().to_path_buf();
+    let rows = throughput(&ThroughputArgs {
+        ks: vec![1, 3],
+        refunds: 6,
+        shapes: vec![Shape::One, Shape::Many],
+        no_fsyncs: false,
+        bin_dir: Some(bin_dir),
+        json: true,
+    })
+    .expect("the benchmark runs and the rail holds every refund");
+    let shape_k: Vec<(Shape, usize, usize)> =
+        rows.iter().map(|r| (r.shape, r.k, r.refunds)).collect();
+    assert_eq!(
+        shape_k,
+        vec![
+            (Shape::One, 1, 6),
+            (Shape::One, 3, 6),
+            (Shape::Many, 1, 6),
+            (Shape::Many, 3, 6)
+        ]
+    );
+    for row in &rows {
+        let fsyncs = row.fsyncs_per_refund.expect("counted");
+        assert!(
+            fsyncs >= 2.0,
+            "K={} {:?}: {fsyncs} fsyncs per refund",
+            row.k,
+            row.shape
+        );
+        assert!(row.gated.refunds_per_s > 0.0 && row.direct.refunds_per_s > 0.0);
+        assert!(row.gated.p99_ms >= row.gated.p50_ms);
+    }
+}
