@@ -26,6 +26,7 @@ pub mod perf;
 pub mod procstat;
 pub mod scenario;
 pub mod shim;
+pub mod strace;
 pub mod throughput;
 
 /// Errors in the bench are sentences for the person running it.

@@ -175,9 +175,24 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
         let syncs = row_median(&p.throughput, i, |r| {
             r.fsyncs_per_refund.unwrap_or(f64::NAN)
         });
+        let trips = row_median(&p.throughput, i, |r| {
+            r.upstream_requests_per_refund.unwrap_or(f64::NAN)
+        });
+        line(format!(
+            "| upstream requests per refund (K = 1, one proxy) | {trips:.2} | direct: 1 | 2, provenance still checked for every call | {} |",
+            verdict(trips <= 2.0)
+        ));
         line(format!(
             "| ledger fsyncs per refund (K = 1, one proxy) | {syncs:.2} | 2 | 2 | {} |",
             verdict(syncs <= 2.0)
+        ));
+        let wal = row_median(&p.throughput, i, |r| {
+            r.wal_bytes_per_refund.unwrap_or(f64::NAN)
+        });
+        line(format!(
+            "| WAL bytes per refund (K = 1, one proxy) | {:.1} KB | — | ≤ 32 KB | {} |",
+            wal / 1024.0,
+            verdict(wal <= 32.0 * 1024.0)
         ));
         let cpu = row_median(&p.throughput, i, |r| r.gated.cpu_ms_per_refund);
         let mock = row_median(&p.throughput, i, |r| r.direct.cpu_ms_per_refund);
@@ -230,12 +245,6 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
         ));
     }
     line(String::new());
-    line(
-        "Not measured by this command: upstream round trips per refund and WAL bytes per refund \
-         (strace and the WAL's size, by hand)."
-            .into(),
-    );
-    line(String::new());
     line("## Latency (`latency --calls`, stdio), each run".into());
     line(String::new());
     line("| run | fetch_payment direct p50 | added p50 | create_refund direct p50 | added p50 / p99 | fsync p50 | floor |".into());
@@ -256,14 +265,14 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
     line(String::new());
     line("## Throughput (`throughput`), medians of the runs".into());
     line(String::new());
-    line("`one`: one server, K calls in flight on one session. `many`: K server processes (K proxies on one ledger, each before its own mock on one shared journal; direct: K mocks on one journal). CPU: the servers' own, per refund. fsyncs: the ledger's files only, from a second gated run under strace.".into());
+    line("`one`: one server, K calls in flight on one session. `many`: K server processes (K proxies on one ledger, each before its own mock on one shared journal; direct: K mocks on one journal). CPU: the servers' own, per refund, from `/proc/PID/stat` (10 ms ticks summed per process, so the mocks' small shares in `many` are coarse). fsyncs, WAL bytes and upstream requests: from a second gated run under `strace -f -y`, the ledger's files only, from the first call to the last answer.".into());
     line(String::new());
-    line("| K | shape | refunds | direct/s | direct p50 / p99 ms | gated/s | gated p50 / p99 ms | gated/direct | proxy CPU ms/refund | mock CPU ms/refund | fsyncs/refund |".into());
-    line("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |".into());
+    line("| K | shape | refunds | direct/s | direct p50 / p99 ms | gated/s | gated p50 / p99 ms | gated/direct | proxy CPU ms/refund | mock CPU ms/refund | fsyncs/refund | WAL KB/refund | upstream requests/refund |".into());
+    line("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |".into());
     for (i, r) in p.throughput[0].iter().enumerate() {
         let m = |f: &dyn Fn(&Row) -> f64| row_median(&p.throughput, i, f);
         line(format!(
-            "| {} | {} | {} | {:.0} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} |",
             r.k,
             format!("{:?}", r.shape).to_lowercase(),
             r.refunds,
@@ -277,6 +286,8 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
             m(&|r| r.gated.cpu_ms_per_refund),
             m(&|r| r.direct.cpu_ms_per_refund),
             m(&|r| r.fsyncs_per_refund.unwrap_or(f64::NAN)),
+            m(&|r| r.wal_bytes_per_refund.unwrap_or(f64::NAN)) / 1024.0,
+            m(&|r| r.upstream_requests_per_refund.unwrap_or(f64::NAN)),
         ));
     }
     line(String::new());

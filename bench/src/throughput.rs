@@ -7,14 +7,14 @@
 //!
 //! Every refund is of a fresh payment, so none is refused. Per run it prints refunds/s, the
 //! p50/p99 of the calls, the proxies' CPU per refund (from `/proc/PID/stat`), and, from a second
-//! gated run of the same shape under `strace`, the ledger's fsyncs per refund (only syncs of
-//! files named `ledger.db*` count, from the first call to the last answer; the mock's journal
-//! is not the ledger). After each run the
+//! gated run of the same shape under `strace`, per refund: the ledger's fsyncs (only syncs of
+//! files named `ledger.db*` count; the mock's journal is not the ledger), the bytes written to
+//! its WAL, and the requests sent upstream, from the first call to the last answer. After each run the
 //! rail's journal must hold exactly the refunds asked for, or the command fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use interlock_rail_mock::harness::{MockCommand, inspect};
 use serde_json::{Value, json};
@@ -25,6 +25,7 @@ use crate::figures::figures;
 use crate::latency::{mandate, payment_id, seed, timed};
 use crate::mcp::{self, Client};
 use crate::procstat::CpuClock;
+use crate::strace::{self, Traced};
 
 /// The most agents one run may have (each is a session, and in `many` a process or two).
 pub const THROUGHPUT_AGENTS_MAX: usize = 256;
@@ -76,9 +77,9 @@ pub struct PathFigures {
     /// CPU of the server processes per refund, ms (the proxies on the gated path, the mocks on
     /// the direct one; their children not included).
     pub cpu_ms_per_refund: f64,
-    /// Syncs of the ledger's files during the calls (counted on the straced run only).
+    /// What the trace counted during the calls (on the straced run only).
     #[serde(skip)]
-    ledger_syncs: usize,
+    traced: Traced,
 }
 
 /// One (K, shape) run: both paths, and the ledger's fsyncs per gated refund.
@@ -96,8 +97,13 @@ pub struct Row {
     pub gated: PathFigures,
     /// gated / direct refunds per second.
     pub ratio: f64,
-    /// fdatasync + fsync calls on the ledger's files per gated refund (`None` with `--no-fsyncs`).
+    /// fdatasync + fsync calls on the ledger's files per gated refund (`None` with `--no-fsyncs`,
+    /// as are the two below).
     pub fsyncs_per_refund: Option<f64>,
+    /// Bytes written to the ledger's WAL per gated refund.
+    pub wal_bytes_per_refund: Option<f64>,
+    /// JSON-RPC requests the proxies sent upstream per gated refund.
+    pub upstream_requests_per_refund: Option<f64>,
 }
 
 /// Which path a run measures.
@@ -178,12 +184,14 @@ pub fn throughput(args: &ThroughputArgs) -> Res<Vec<Row>> {
             };
             let direct = rt.block_on(run.path(PathKind::Direct, &dir("direct")?))?;
             let gated = rt.block_on(run.path(PathKind::Gated, &dir("gated")?))?;
-            let fsyncs_per_refund = if args.no_fsyncs {
+            let traced = if args.no_fsyncs {
                 None
             } else {
                 let straced = rt.block_on(run.path(PathKind::GatedStraced, &dir("straced")?))?;
-                Some(straced.ledger_syncs as f64 / (k * per_agent) as f64)
+                Some(straced.traced)
             };
+            let per_refund =
+                |f: fn(&Traced) -> u64| traced.map(|t| f(&t) as f64 / (k * per_agent) as f64);
             let row = Row {
                 k,
                 shape,
@@ -191,7 +199,9 @@ pub fn throughput(args: &ThroughputArgs) -> Res<Vec<Row>> {
                 ratio: gated.refunds_per_s / direct.refunds_per_s,
                 direct,
                 gated,
-                fsyncs_per_refund,
+                fsyncs_per_refund: per_refund(|t| t.ledger_syncs),
+                wal_bytes_per_refund: per_refund(|t| t.wal_bytes),
+                upstream_requests_per_refund: per_refund(|t| t.upstream_requests),
             };
             eprintln!(
                 "K={k:<3} {shape:?}: direct {:.0}/s, gated {:.0}/s",
@@ -216,15 +226,38 @@ struct Run<'a> {
 struct Server {
     client: Client,
     pid: u32,
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
+}
+
+/// How long a server gets to exit by itself once its session is closed.
+const SERVER_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Server {
+    /// Closes the session and waits for the process to exit by itself: a proxy then stops its
+    /// upstream, and a traced one lets `strace` finish. Killing `strace` instead would leave
+    /// its tracee and the tracee's mock running. Killed only past [`SERVER_EXIT_TIMEOUT`].
+    async fn stop(mut self) {
+        let _ = self.client.cancel().await;
+        if tokio::time::timeout(SERVER_EXIT_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "warning: server {} did not exit within {} s of its session closing; killed",
+                self.pid,
+                SERVER_EXIT_TIMEOUT.as_secs()
+            );
+            let _ = self.child.kill().await;
+        }
+    }
 }
 
 impl Run<'_> {
     /// Starts the servers of `kind` in `dir`, makes every refund, checks the rail's journal.
     async fn path(&self, kind: PathKind, dir: &Path) -> Res<PathFigures> {
-        let syncs_before = |kind| match kind {
-            PathKind::GatedStraced => count_ledger_syncs(dir),
-            _ => Ok(0),
+        let trace_now = |kind| match kind {
+            PathKind::GatedStraced => traced(dir),
+            _ => Ok(Traced::default()),
         };
         let total = self.k * self.per_agent;
         let seed_file = dir.join("seed.json");
@@ -259,7 +292,8 @@ impl Run<'_> {
                         PathKind::GatedStraced => {
                             let mut c = tokio::process::Command::new("strace");
                             c.args(["-f", "-qq", "--seccomp-bpf", "-y"])
-                                .args(["-e", "trace=fsync,fdatasync", "-o"])
+                                .args(["-s", strace::STRING_BYTES, "-e", strace::TRACED])
+                                .arg("-o")
                                 .arg(dir.join(format!("strace.{i}")))
                                 .arg(&self.bins.interlock);
                             c
@@ -281,7 +315,7 @@ impl Run<'_> {
             started.push(spawn(cmd, i).await?);
         }
         // The syncs of opening and creating the ledger are not the refunds'.
-        let startup_syncs = syncs_before(kind)?;
+        let at_start = trace_now(kind)?;
         let before = self.cpu_of(&started)?;
         let t0 = Instant::now();
         let mut calls = tokio::task::JoinSet::new();
@@ -305,9 +339,9 @@ impl Run<'_> {
         let wall = t0.elapsed();
         let after = self.cpu_of(&started)?;
         for s in started {
-            let _ = s.client.cancel().await;
+            s.stop().await;
         }
-        let syncs = syncs_before(kind)?.saturating_sub(startup_syncs);
+        let during = trace_now(kind)?.since(at_start);
         let refunds = inspect(&self.bins.mock, &journal)?.refunds.len();
         if refunds != total {
             return Err(format!(
@@ -321,7 +355,7 @@ impl Run<'_> {
             p50_ms: f.p50,
             p99_ms: f.p99,
             cpu_ms_per_refund: (after - before) / total as f64,
-            ledger_syncs: syncs,
+            traced: during,
         })
     }
 
@@ -343,11 +377,7 @@ async fn spawn(mut cmd: tokio::process::Command, i: usize) -> Res<Server> {
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let stdin = child.stdin.take().ok_or("no stdin")?;
     let client = mcp::serve(stdout, stdin, &format!("server {i}")).await?;
-    Ok(Server {
-        client,
-        pid,
-        _child: child,
-    })
+    Ok(Server { client, pid, child })
 }
 
 /// `strace` must be on PATH to count syncs; say how to do without it.
@@ -366,9 +396,9 @@ fn strace_present() -> Res<()> {
     }
 }
 
-/// The fsync and fdatasync calls on files named `ledger.db*` in the `strace.*` files of `dir`.
-fn count_ledger_syncs(dir: &Path) -> Res<usize> {
-    let mut count = 0;
+/// The counts of every `strace.*` file in `dir`.
+fn traced(dir: &Path) -> Res<Traced> {
+    let mut sum = Traced::default();
     for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let path = entry.map_err(|e| e.to_string())?.path();
         let is_trace = path
@@ -378,22 +408,10 @@ fn count_ledger_syncs(dir: &Path) -> Res<usize> {
         if is_trace {
             let text =
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            count += text.lines().filter(|l| is_ledger_sync(l)).count();
+            sum = sum.plus(Traced::of(&text));
         }
     }
-    Ok(count)
-}
-
-/// A line of `strace -f -y` that starts a sync of the ledger's database or its WAL
-/// (`123 fdatasync(5</tmp/…/ledger.db-wal>) = 0`, or the `<unfinished ...>` half).
-fn is_ledger_sync(line: &str) -> bool {
-    ["fsync(", "fdatasync("].iter().any(|call| {
-        line.find(call).is_some_and(|at| {
-            let arg = &line[at + call.len()..];
-            arg.split_once('>')
-                .is_some_and(|(fd, _)| fd.contains("/ledger.db"))
-        })
-    })
+    Ok(sum)
 }
 
 /// Prints `rows` as a table, or as JSON with `--json`.
@@ -406,7 +424,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
         "throughput: refunds/s with K agents at once, direct on the mock vs through interlock serve"
     );
     println!(
-        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9}",
+        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9} {:>9} {:>6}",
         "K",
         "shape",
         "refunds",
@@ -418,14 +436,16 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
         "g p99",
         "ratio",
         "cpu ms/r",
-        "fsyncs/r"
+        "fsyncs/r",
+        "WAL KB/r",
+        "up/r"
     );
     for r in rows {
-        let fsyncs = r
-            .fsyncs_per_refund
-            .map_or_else(|| "-".to_owned(), |f| format!("{f:.2}"));
+        let traced = |v: Option<f64>, scale: f64| {
+            v.map_or_else(|| "-".to_owned(), |f| format!("{:.2}", f / scale))
+        };
         println!(
-            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9}",
+            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9} {:>9} {:>6}",
             r.k,
             format!("{:?}", r.shape).to_lowercase(),
             r.refunds,
@@ -437,7 +457,9 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
             r.gated.p99_ms,
             r.ratio,
             r.gated.cpu_ms_per_refund,
-            fsyncs
+            traced(r.fsyncs_per_refund, 1.0),
+            traced(r.wal_bytes_per_refund, 1024.0),
+            traced(r.upstream_requests_per_refund, 1.0)
         );
     }
 }
@@ -450,17 +472,6 @@ pub fn rows_json(rows: &[Row]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_syncs_of_the_ledger_count() {
-        assert!(is_ledger_sync("812 fdatasync(5</tmp/x/ledger.db-wal>) = 0"));
-        assert!(is_ledger_sync(
-            "812 fsync(6</tmp/x/ledger.db> <unfinished ...>"
-        ));
-        assert!(!is_ledger_sync("812 <... fdatasync resumed>) = 0"));
-        assert!(!is_ledger_sync("813 fdatasync(7</tmp/x/rail.db-wal>) = 0"));
-        assert!(!is_ledger_sync("813 fsync(3</tmp/x/>) = 0"));
-    }
 
     fn args(ks: &[usize], refunds: usize) -> ThroughputArgs {
         ThroughputArgs {

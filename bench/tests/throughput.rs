@@ -73,6 +73,15 @@ fn both_shapes_make_every_refund_and_each_gated_refund_is_two_durable_commits_or
             row.k,
             row.shape
         );
+        // Each gated refund is at least its own call upstream, and writes the WAL.
+        let upstream = row.upstream_requests_per_refund.expect("counted");
+        assert!(
+            upstream >= 1.0,
+            "K={} {:?}: {upstream} requests upstream per refund",
+            row.k,
+            row.shape
+        );
+        assert!(row.wal_bytes_per_refund.expect("counted") > 0.0);
         assert!(row.gated.refunds_per_s > 0.0 && row.direct.refunds_per_s > 0.0);
         assert!(row.gated.p99_ms >= row.gated.p50_ms);
     }
