@@ -600,3 +600,33 @@ fn a_ledger_written_by_the_previous_release_opens_and_verifies() {
         .unwrap();
     assert_eq!(moved, 0);
 }
+
+/// A commit only appends to the WAL; the ledger's checkpoint thread copies it into the database
+/// (issue 21: the automatic checkpoint ran inside one refund's commit in 25–30). The money
+/// connection's own automatic checkpoint is a backstop far above what a test writes, so the
+/// database file grows past its first page only if the thread ran.
+#[test]
+fn the_checkpoint_thread_copies_the_wal_into_the_database() {
+    use interlock_engine::ledger::checkpoint::{
+        CHECKPOINT_EVERY, WAL_AUTOCHECKPOINT_BACKSTOP_PAGES,
+    };
+    let world = World::new();
+    let ledger = Ledger::open(&world.db()).unwrap();
+    assert_eq!(
+        ledger.pragmas().unwrap().wal_autocheckpoint_pages,
+        WAL_AUTOCHECKPOINT_BACKSTOP_PAGES
+    );
+    let page = 4096;
+    let deadline = std::time::Instant::now() + 50 * CHECKPOINT_EVERY;
+    let size = || std::fs::metadata(world.db()).unwrap().len();
+    while size() <= page {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the database is still {} bytes after {:?}: nothing copied the WAL into it",
+            size(),
+            50 * CHECKPOINT_EVERY
+        );
+        std::thread::sleep(CHECKPOINT_EVERY / 4);
+    }
+    drop(ledger);
+}

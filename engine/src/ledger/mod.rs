@@ -12,6 +12,7 @@
 //! operators. The runner (`executor`, `reconcile`, `recovery`) holds none.
 
 pub mod audit;
+pub mod checkpoint;
 pub mod clock;
 pub mod inspect;
 mod rows;
@@ -172,6 +173,8 @@ pub enum ApplyError {
 pub struct Ledger {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Copies the WAL into the database off the money path; stopped when the ledger drops.
+    _checkpointer: checkpoint::Checkpointer,
 }
 
 /// The ledger files of this process that a write failed on with an I/O error, and why. After a
@@ -206,6 +209,7 @@ impl Ledger {
         let ledger = Ledger {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            _checkpointer: checkpoint::Checkpointer::start(path)?,
         };
         ledger.verify_chain().map_err(|broken| match broken {
             VerifyError::Broken(broken) => LedgerError::ChainBroken {
@@ -229,6 +233,7 @@ impl Ledger {
                 foreign_keys: number("foreign_keys")?,
                 busy_timeout_ms: number("busy_timeout")?,
                 user_version: number("user_version")?,
+                wal_autocheckpoint_pages: number("wal_autocheckpoint")?,
             })
         };
         read().map_err(|e| self.err(e))
@@ -356,6 +361,8 @@ pub struct Pragmas {
     pub busy_timeout_ms: i64,
     /// How many migrations have run.
     pub user_version: i64,
+    /// [`checkpoint::WAL_AUTOCHECKPOINT_BACKSTOP_PAGES`]: a commit checkpoints only as a backstop.
+    pub wal_autocheckpoint_pages: i64,
 }
 
 /// The parts of an intent row that a transition reads and compares.
@@ -778,6 +785,14 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
         .map_err(|e| sqlite(path, e))?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| sqlite(path, e))?;
+    // The checkpoint thread copies the WAL into the database; a commit checkpoints only as a
+    // backstop, when that thread has fallen far behind (`checkpoint.rs`).
+    conn.pragma_update(
+        None,
+        "wal_autocheckpoint",
+        checkpoint::WAL_AUTOCHECKPOINT_BACKSTOP_PAGES.to_string(),
+    )
+    .map_err(|e| sqlite(path, e))?;
     // 16 MiB of page cache (negative = KiB): the hot indexes of a busy day stay in memory.
     conn.pragma_update(None, "cache_size", CACHE_KIB.to_string())
         .map_err(|e| sqlite(path, e))?;
@@ -791,6 +806,10 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
         ("synchronous", 2),
         ("foreign_keys", 1),
         ("busy_timeout", busy),
+        (
+            "wal_autocheckpoint",
+            checkpoint::WAL_AUTOCHECKPOINT_BACKSTOP_PAGES,
+        ),
     ] {
         let value = read(name)?;
         if value != expected {
