@@ -617,14 +617,14 @@ fn the_checkpoint_thread_copies_the_wal_into_the_database() {
         WAL_AUTOCHECKPOINT_BACKSTOP_PAGES
     );
     let page = 4096;
-    let deadline = std::time::Instant::now() + 50 * CHECKPOINT_EVERY;
+    let deadline = std::time::Instant::now() + 300 * CHECKPOINT_EVERY;
     let size = || std::fs::metadata(world.db()).unwrap().len();
     while size() <= page {
         assert!(
             std::time::Instant::now() < deadline,
             "the database is still {} bytes after {:?}: nothing copied the WAL into it",
             size(),
-            50 * CHECKPOINT_EVERY
+            300 * CHECKPOINT_EVERY
         );
         std::thread::sleep(CHECKPOINT_EVERY / 4);
     }

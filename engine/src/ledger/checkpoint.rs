@@ -7,10 +7,11 @@
 //! The money connections keep SQLite's automatic checkpoint as a backstop at
 //! [`WAL_AUTOCHECKPOINT_BACKSTOP_PAGES`], so the WAL stays bounded if this thread cannot keep
 //! up. A checkpoint that fails with an I/O error poisons the ledger's file in this process, as
-//! a failed commit does (ADR 0004): what the database file holds is then not known. A full
-//! disk is not an I/O error: the WAL keeps every commit, and the next tick tries again.
+//! a failed commit does (ADR 0004): the process trusts neither its cache nor the kernel's after
+//! a failed fsync. Any other failure (a full disk, a read-only file) leaves the WAL holding
+//! every commit; it is said once and tried again on the next tick.
 
-use super::{DiskFault, LedgerError, poisoned_lock, sqlite};
+use super::{LedgerError, poisoned_lock, sqlite};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -69,6 +70,7 @@ impl Drop for Checkpointer {
 /// Checkpoints every [`CHECKPOINT_EVERY`] until told to stop or an I/O error poisons the file.
 fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
     let (stopped, wake) = stop;
+    let mut failing = false;
     let mut guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let (next, _) = wake
@@ -80,40 +82,52 @@ fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
         }
         // Not while holding the stop lock: a drop must not wait for a checkpoint to start.
         drop(guard);
-        let outcome = checkpoint(conn, path);
+        let tick = checkpoint(conn, path);
         guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
-        if !outcome {
-            return;
+        match tick {
+            Tick::Done if failing => {
+                tracing::info!(path = %path.display(), "the ledger's checkpoint runs again");
+                failing = false;
+            }
+            Tick::Done => {}
+            Tick::Failed(error) => {
+                // Said once per run of failures, not ten times a second.
+                if !failing {
+                    tracing::warn!(%error, "the ledger's checkpoint did not run; the WAL keeps every commit, and it is tried again every {CHECKPOINT_EVERY:?}");
+                }
+                failing = true;
+            }
+            Tick::Poisoned => return,
         }
     }
 }
 
-/// One `PASSIVE` checkpoint. `false` when the file is poisoned and the thread must stop.
-fn checkpoint(conn: &Connection, path: &PathBuf) -> bool {
+/// How one checkpoint went.
+enum Tick {
+    Done,
+    /// Not run (a full disk, a read-only file, a lock): tried again on the next tick.
+    Failed(LedgerError),
+    /// The file is poisoned in this process: the thread stops.
+    Poisoned,
+}
+
+/// One `PASSIVE` checkpoint. An I/O error poisons the file, as a failed commit does.
+fn checkpoint(conn: &Connection, path: &PathBuf) -> Tick {
     if poisoned_lock().iter().any(|(p, _)| p == path) {
-        return false;
+        return Tick::Poisoned;
     }
-    let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-    let Err(error) = result else {
-        return true;
+    let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) else {
+        return Tick::Done;
     };
+    let io = error.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure);
     let error = sqlite(&path.display().to_string(), error);
-    match error.disk_fault() {
-        Some(DiskFault::Io) => {
-            tracing::error!(%error, "the ledger's checkpoint failed; no more writes in this process");
-            let mut poisoned = poisoned_lock();
-            if !poisoned.iter().any(|(p, _)| p == path) {
-                poisoned.push((path.clone(), format!("checkpoint: {error}")));
-            }
-            false
-        }
-        Some(DiskFault::Full) => {
-            tracing::warn!(%error, "the ledger's checkpoint found the disk full; the WAL keeps every commit");
-            true
-        }
-        None => {
-            tracing::warn!(%error, "the ledger's checkpoint did not run");
-            true
-        }
+    if !io {
+        return Tick::Failed(error);
     }
+    tracing::error!(%error, "the ledger's checkpoint failed with an I/O error; this process writes nothing more");
+    let mut poisoned = poisoned_lock();
+    if !poisoned.iter().any(|(p, _)| p == path) {
+        poisoned.push((path.clone(), format!("checkpoint: {error}")));
+    }
+    Tick::Poisoned
 }
