@@ -157,6 +157,11 @@ async fn recover_and_reconcile(engine: Arc<Engine<McpRail>>, every_ms: u64) -> R
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            // The ledger's checkpoint thread poisons the file on an I/O error without a caller
+            // to tell: an idle proxy stops here, not at the next agent's refund.
+            if let Some(why) = engine.ledger().poisoned() {
+                stop_for_recovery(&why);
+            }
             match engine.reconcile_due_async().await {
                 Ok(passes) => {
                     for (key, result) in passes {

@@ -91,6 +91,14 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
     let warm = proxy.refund("pay_1003", 1_000).await;
     assert_eq!(outcome(&warm), "APPLIED", "{}", block(&warm));
 
+    // The ledger's checkpoint thread may have copied the whole WAL into the database, after
+    // which the next commit would reuse the WAL's space from its start and need no new byte.
+    // A reader holding its snapshot keeps the WAL from restarting, so every commit while the
+    // disk is full must grow the file, as it must on a ledger busy enough to have readers.
+    let snapshot = rusqlite::Connection::open(&scene.db).unwrap();
+    snapshot
+        .execute_batch("BEGIN; SELECT count(*) FROM intents;")
+        .unwrap();
     fs.fill();
     figure(
         T_FULL,
@@ -123,6 +131,7 @@ async fn a_full_disk_sends_nothing_and_the_call_applies_once_when_space_returns(
         "3 × LEDGER_UNAVAILABLE (retryable), 0 on the rail",
     );
     fs.free();
+    drop(snapshot);
     let freed = std::time::Instant::now();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let applied = loop {

@@ -11,7 +11,7 @@
 //! a failed fsync. Any other failure (a full disk, a read-only file) leaves the WAL holding
 //! every commit; it is said once and tried again on the next tick.
 
-use super::{LedgerError, poisoned_lock, sqlite};
+use super::{BUSY_TIMEOUT_MS, LedgerError, poisoned_lock, sqlite};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -23,6 +23,8 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// The money connections' own automatic checkpoint, in pages (64 MiB of WAL at 4 KiB): only
 /// reached when the checkpoint thread has fallen behind or stopped.
 pub const WAL_AUTOCHECKPOINT_BACKSTOP_PAGES: i64 = 16_384;
+/// WAL pages left uncopied after a checkpoint at which the thread says it is falling behind.
+pub const WAL_BEHIND_WARN_PAGES: i64 = WAL_AUTOCHECKPOINT_BACKSTOP_PAGES / 2;
 
 /// The checkpoint thread of one ledger; stopped and joined when dropped.
 #[derive(Debug)]
@@ -32,11 +34,19 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts the thread on a connection of its own to the ledger at `path`.
-    pub(crate) fn start(path: &Path) -> Result<Checkpointer, LedgerError> {
+    /// Starts the thread on a connection of its own to the ledger at `path`, or none when the
+    /// file can only be read (an operator looking at a ledger on a read-only filesystem).
+    pub(crate) fn start(path: &Path) -> Result<Option<Checkpointer>, LedgerError> {
         let shown = path.display().to_string();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| sqlite(&shown, e))?;
+        if conn
+            .is_readonly(rusqlite::MAIN_DB)
+            .map_err(|e| sqlite(&shown, e))?
+        {
+            return Ok(None);
+        }
+        configure(&conn, &shown)?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let thread = {
             let stop = Arc::clone(&stop);
@@ -49,11 +59,32 @@ impl Checkpointer {
                     problem: format!("cannot start the checkpoint thread: {e}"),
                 })?
         };
-        Ok(Checkpointer {
+        Ok(Some(Checkpointer {
             stop,
             thread: Some(thread),
-        })
+        }))
     }
+}
+
+/// The checkpoint decides what the database file holds and, as the last connection to close,
+/// whether the WAL may go: it runs with the money connections' durability, read back.
+fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(|e| sqlite(path, e))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| sqlite(path, e))?;
+    let synchronous: i64 = conn
+        .pragma_query_value(None, "synchronous", |row| row.get(0))
+        .map_err(|e| sqlite(path, e))?;
+    if synchronous != 2 {
+        return Err(LedgerError::Unsafe {
+            path: path.to_owned(),
+            problem: format!(
+                "the checkpoint connection's synchronous reads back {synchronous}, not 2 (FULL)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for Checkpointer {
@@ -61,8 +92,10 @@ impl Drop for Checkpointer {
         let (stopped, wake) = &*self.stop;
         *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
         wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the ledger's checkpoint thread panicked");
         }
     }
 }
@@ -73,14 +106,17 @@ fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
     let mut failing = false;
     let mut guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
     loop {
+        // Waits out the tick unless a stop came, before or during the wait: a stop set while
+        // a checkpoint ran finds the flag here, not a lost wake-up.
         let (next, _) = wake
-            .wait_timeout(guard, CHECKPOINT_EVERY)
+            .wait_timeout_while(guard, CHECKPOINT_EVERY, |stop| !*stop)
             .unwrap_or_else(|e| e.into_inner());
         guard = next;
         if *guard {
             return;
         }
-        // Not while holding the stop lock: a drop must not wait for a checkpoint to start.
+        // The checkpoint runs without the stop lock, so a drop can set the flag meanwhile; it
+        // then waits for this one checkpoint to end.
         drop(guard);
         let tick = checkpoint(conn, path);
         guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
@@ -116,8 +152,22 @@ fn checkpoint(conn: &Connection, path: &PathBuf) -> Tick {
     if poisoned_lock().iter().any(|(p, _)| p == path) {
         return Tick::Poisoned;
     }
-    let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) else {
-        return Tick::Done;
+    // (busy, frames in the WAL, frames copied): contention and readers holding old snapshots
+    // are answered in the row, never as an error.
+    let row = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+    });
+    let error = match row {
+        Ok((frames, copied)) if frames - copied > WAL_BEHIND_WARN_PAGES => {
+            tracing::warn!(
+                frames,
+                copied,
+                "the ledger's checkpoint cannot keep up (a reader holds an old snapshot?); at {WAL_AUTOCHECKPOINT_BACKSTOP_PAGES} pages commits checkpoint themselves"
+            );
+            return Tick::Done;
+        }
+        Ok(_) => return Tick::Done,
+        Err(error) => error,
     };
     let io = error.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure);
     let error = sqlite(&path.display().to_string(), error);

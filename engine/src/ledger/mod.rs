@@ -174,7 +174,8 @@ pub struct Ledger {
     conn: Mutex<Connection>,
     path: PathBuf,
     /// Copies the WAL into the database off the money path; stopped when the ledger drops.
-    _checkpointer: checkpoint::Checkpointer,
+    /// None on a file this process can only read.
+    _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 /// The ledger files of this process that a write failed on with an I/O error, and why. After a
