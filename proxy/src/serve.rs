@@ -161,6 +161,7 @@ async fn recover_and_reconcile(engine: Arc<Engine<McpRail>>, every_ms: u64) -> R
             // to tell: an idle proxy stops here, not at the next agent's refund.
             if let Some(why) = engine.ledger().poisoned() {
                 stop_for_recovery(&why);
+                continue;
             }
             match engine.reconcile_due_async().await {
                 Ok(passes) => {

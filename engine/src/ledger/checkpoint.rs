@@ -8,10 +8,11 @@
 //! [`WAL_AUTOCHECKPOINT_BACKSTOP_PAGES`], so the WAL stays bounded if this thread cannot keep
 //! up. A checkpoint that fails with an I/O error poisons the ledger's file in this process, as
 //! a failed commit does (ADR 0004): the process trusts neither its cache nor the kernel's after
-//! a failed fsync. Any other failure (a full disk, a read-only file) leaves the WAL holding
-//! every commit; it is said once and tried again on the next tick.
+//! a failed fsync (the money path's rule, `LedgerError::disk_fault`: an I/O error or a file gone
+//! read-only). Any other failure (a full disk, a lock) leaves the WAL holding every commit; it
+//! is said once and tried again on the next tick.
 
-use super::{BUSY_TIMEOUT_MS, LedgerError, poisoned_lock, sqlite};
+use super::{BUSY_TIMEOUT_MS, DiskFault, LedgerError, poisoned_lock, sqlite};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -104,6 +105,7 @@ impl Drop for Checkpointer {
 fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
     let (stopped, wake) = stop;
     let mut failing = false;
+    let mut behind = false;
     let mut guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         // Waits out the tick unless a stop came, before or during the wait: a stop set while
@@ -120,12 +122,28 @@ fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
         drop(guard);
         let tick = checkpoint(conn, path);
         guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Tick::Done { behind: now_behind } = &tick {
+            // Said when it starts and when it ends, not at every tick in between.
+            match (behind, now_behind) {
+                (false, Some((frames, copied))) => tracing::warn!(
+                    path = %path.display(),
+                    frames,
+                    copied,
+                    "the ledger's checkpoint is falling behind (a reader holds an old snapshot, or commits outrun it); past {WAL_AUTOCHECKPOINT_BACKSTOP_PAGES} pages a commit checkpoints too"
+                ),
+                (true, None) => {
+                    tracing::info!(path = %path.display(), "the ledger's checkpoint has caught up");
+                }
+                _ => {}
+            }
+            behind = now_behind.is_some();
+        }
         match tick {
-            Tick::Done if failing => {
+            Tick::Done { .. } if failing => {
                 tracing::info!(path = %path.display(), "the ledger's checkpoint runs again");
                 failing = false;
             }
-            Tick::Done => {}
+            Tick::Done { .. } => {}
             Tick::Failed(error) => {
                 // Said once per run of failures, not ten times a second.
                 if !failing {
@@ -140,8 +158,10 @@ fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
 
 /// How one checkpoint went.
 enum Tick {
-    Done,
-    /// Not run (a full disk, a read-only file, a lock): tried again on the next tick.
+    /// Ran; `behind` when more than [`WAL_BEHIND_WARN_PAGES`] stayed uncopied (a reader holds
+    /// an old snapshot, or commits outrun the thread).
+    Done { behind: Option<(i64, i64)> },
+    /// Not run (a full disk, a lock): tried again on the next tick.
     Failed(LedgerError),
     /// The file is poisoned in this process: the thread stops.
     Poisoned,
@@ -158,20 +178,16 @@ fn checkpoint(conn: &Connection, path: &PathBuf) -> Tick {
         Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
     });
     let error = match row {
-        Ok((frames, copied)) if frames - copied > WAL_BEHIND_WARN_PAGES => {
-            tracing::warn!(
-                frames,
-                copied,
-                "the ledger's checkpoint cannot keep up (a reader holds an old snapshot?); at {WAL_AUTOCHECKPOINT_BACKSTOP_PAGES} pages commits checkpoint themselves"
-            );
-            return Tick::Done;
+        Ok((frames, copied)) => {
+            let behind = (frames - copied > WAL_BEHIND_WARN_PAGES).then_some((frames, copied));
+            return Tick::Done { behind };
         }
-        Ok(_) => return Tick::Done,
         Err(error) => error,
     };
-    let io = error.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure);
+    // One rule with the money path (`LedgerError::disk_fault`): an I/O error or a file gone
+    // read-only under a read-write connection poisons; anything else is tried again.
     let error = sqlite(&path.display().to_string(), error);
-    if !io {
+    if error.disk_fault() != Some(DiskFault::Io) {
         return Tick::Failed(error);
     }
     tracing::error!(%error, "the ledger's checkpoint failed with an I/O error; this process writes nothing more");
