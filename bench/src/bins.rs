@@ -90,6 +90,20 @@ impl Bins {
         Bins::in_dir(&dir, bench)
     }
 
+    /// The binaries a command that prints timings runs: those in `bin_dir`, or built beside
+    /// this binary; warns when they are a debug build, whose figures mean little.
+    pub fn for_figures(bin_dir: Option<&Path>) -> Res<Bins> {
+        let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let bins = match bin_dir {
+            Some(dir) => Bins::in_dir(dir, &bench)?,
+            None => Bins::build_beside(&bench)?,
+        };
+        if !bins.release {
+            eprintln!("warning: a debug build; run with --release for meaningful figures");
+        }
+        Ok(bins)
+    }
+
     /// The binaries already in `dir`; nothing is built.
     pub fn in_dir(dir: &Path, bench: &Path) -> Res<Bins> {
         Ok(Bins {

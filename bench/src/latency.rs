@@ -230,14 +230,7 @@ pub fn measure(args: &LatencyArgs) -> Res<LatencyFigures> {
     if args.calls == 0 {
         return Err("--calls must be at least 1".into());
     }
-    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let bins = match &args.bin_dir {
-        Some(dir) => Bins::in_dir(dir, &bench)?,
-        None => Bins::build_beside(&bench)?,
-    };
-    if !bins.release {
-        eprintln!("warning: a debug build; run with --release for meaningful figures");
-    }
+    let bins = Bins::for_figures(args.bin_dir.as_deref())?;
     let (interlock, mock) = (bins.interlock, bins.mock);
     let tmp = tempfile::Builder::new()
         .prefix("interlock-bench-")

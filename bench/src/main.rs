@@ -179,11 +179,7 @@ fn scenarios(args: ScenarioArgs) -> Res<()> {
             .ok_or("no workspace")?
             .join("docs");
         let provenance = Provenance {
-            date: report::utc(
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
-            ),
+            date: utc_now(),
             commit: commit(),
             command: command_line(),
             harness: agent.label().to_owned(),
@@ -291,12 +287,9 @@ fn agentdojo(args: AgentDojoArgs) -> Res<()> {
     }
     let everything = args.user_tasks == "all" && args.injection_tasks == "all";
     if everything && !args.no_write {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         let cx = agentdojo::Context {
             describe: &describe,
-            date: report::utc(now),
+            date: utc_now(),
             commit: commit(),
             command: command_line(),
             wall_s,
@@ -324,11 +317,7 @@ fn perf(args: PerfArgs) -> Res<()> {
     let started = Instant::now();
     let runs = perf_mod::perf(&args)?;
     let cx = perf_mod::Context {
-        date: report::utc(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        ),
+        date: utc_now(),
         commit: commit(),
         command: command_line(),
         wall_s: started.elapsed().as_secs_f64(),
@@ -347,6 +336,12 @@ fn perf(args: PerfArgs) -> Res<()> {
     report::write(&path, &markdown)?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// The date and time now, UTC, as the results files print it.
+fn utc_now() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH);
+    report::utc(now.map_or(0, |d| d.as_secs()))
 }
 
 /// The commit the binaries were built from, `+dirty` when the tree had changes.

@@ -145,14 +145,7 @@ fn plan(args: &ThroughputArgs) -> Res<()> {
 /// Runs the throughput benchmark and returns its rows ([`report`] prints them).
 pub fn throughput(args: &ThroughputArgs) -> Res<Vec<Row>> {
     plan(args)?;
-    let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let bins = match &args.bin_dir {
-        Some(dir) => Bins::in_dir(dir, &bench)?,
-        None => Bins::build_beside(&bench)?,
-    };
-    if !bins.release {
-        eprintln!("warning: a debug build; run with --release for meaningful figures");
-    }
+    let bins = Bins::for_figures(args.bin_dir.as_deref())?;
     if !args.no_fsyncs {
         strace_present()?;
     }
