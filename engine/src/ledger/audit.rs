@@ -105,8 +105,18 @@ pub(crate) fn append(
     Ok(())
 }
 
-/// Walks the log from seq 1. Bounded by the log itself: one pass, one row at a time.
+/// Walks the log from seq 1. Bounded by the log itself: one pass, one row at a time. Every
+/// read is made in one read transaction, so one snapshot: a writer appending while the walk runs
+/// (another proxy on the file, an operator's `ledger verify` beside a serving proxy) must not
+/// make a log read before its append and a head read after it look like a broken chain.
 pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
+    // Deferred: the snapshot is taken by the first read and held to the end; dropped, it rolls
+    // back, having written nothing.
+    let snapshot = conn.unchecked_transaction()?;
+    verify_in(&snapshot)
+}
+
+fn verify_in(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
     let broken =
         |seq: u64, problem: String| Err(VerifyFailure::Broken(ChainBreak { seq, problem }));
     let mut statement = conn.prepare(

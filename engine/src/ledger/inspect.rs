@@ -369,6 +369,9 @@ impl Ledger {
     pub fn intent_detail(&self, sik: &Sik) -> Result<Vec<IntentDetail>, LedgerError> {
         let conn = self.conn();
         let read = || -> rusqlite::Result<Vec<IntentDetail>> {
+            // One snapshot for the row and its decisions, attempts, findings and records: read
+            // beside a serving proxy, they must not come from two moments.
+            let conn = conn.unchecked_transaction()?;
             let mut merchants = conn
                 .prepare("SELECT merchant_id FROM intents WHERE sik = ?1 ORDER BY merchant_id")?;
             let merchants = merchants
