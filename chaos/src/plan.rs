@@ -10,8 +10,6 @@ use std::fmt;
 pub enum Point {
     /// At the top of a proposal: nothing is written.
     BeforeWal,
-    /// `AUTHORIZED` is committed; no attempt is claimed.
-    AfterAuthorize,
     /// `IN_FLIGHT` is committed (the write-ahead); nothing is sent.
     AfterWalBeforeCall,
     /// The request is handed to the upstream; its answer is not back.
@@ -33,9 +31,8 @@ pub enum Point {
 
 impl Point {
     /// Every point, in the order a refund meets them.
-    pub const ALL: [Point; 9] = [
+    pub const ALL: [Point; 8] = [
         Point::BeforeWal,
-        Point::AfterAuthorize,
         Point::AfterWalBeforeCall,
         Point::MidCall,
         Point::DuringCall,
@@ -49,7 +46,6 @@ impl Point {
     pub const fn name(self) -> &'static str {
         match self {
             Point::BeforeWal => "before_wal",
-            Point::AfterAuthorize => "after_authorize",
             Point::AfterWalBeforeCall => "after_wal_before_call",
             Point::MidCall => "mid_call",
             Point::DuringCall => "during_call",
@@ -460,7 +456,7 @@ mod tests {
         assert_eq!(count(Shape::Race), 2 * Point::ALL.len() * RACE_FAULTS.len());
         // Every point but boot recovery under both profiles, a reconcile pass under the one
         // that leaves a call ambiguous.
-        assert_eq!(count(Shape::Stall), 2 * (7 * STALL_FAULTS.len() + 1));
+        assert_eq!(count(Shape::Stall), 2 * (6 * STALL_FAULTS.len() + 1));
         assert!(
             cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true, true)
                 .iter()

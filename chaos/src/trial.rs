@@ -267,7 +267,7 @@ impl Trial<'_> {
         self.note(format!("a1 stopped at its point: {snapshot}"));
         let before_the_write = matches!(
             self.cell.point,
-            Point::BeforeWal | Point::AfterAuthorize | Point::AfterWalBeforeCall | Point::MidCall
+            Point::BeforeWal | Point::AfterWalBeforeCall | Point::MidCall
         );
         if before_the_write && !snapshot.starts_with("0·") {
             self.stall_miss = Some(format!(

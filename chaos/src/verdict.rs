@@ -208,13 +208,6 @@ impl LedgerFacts {
         })
     }
 
-    /// Whether process `pid` decided the intent (`AUTHORIZED`).
-    fn authorized_by(&self, pid: u32) -> bool {
-        self.decisions.iter().any(|d| {
-            d.outcome == State::Authorized.as_str() && instance_pid(&d.instance_id) == Some(pid)
-        })
-    }
-
     /// Whether process `pid` claimed an attempt and died holding it: the intent's next record
     /// after its `ATTEMPT_STARTED` is a `LEASE_EXPIRED`, not the attempt's own outcome.
     fn died_holding_an_attempt(&self, pid: u32) -> bool {
@@ -275,8 +268,6 @@ pub struct Kill {
 ///
 /// - `before_wal` is the first thing every proposal does, before it reads the ledger: no race
 ///   can keep a proposal from it, so a miss there never is one.
-/// - `after_authorize` follows this process's own `AUTHORIZED` decision, and precedes its
-///   attempt's claim: if it made either, it passed the point.
 /// - the call-path points (`after_wal_before_call` … `after_commit_before_ack`) follow its
 ///   claim of an attempt (`ATTEMPT_STARTED` under its lease).
 /// - `during_reconcile` comes in every pass it starts (`RECONCILE_STARTED` under its lease).
@@ -309,18 +300,6 @@ pub fn race_miss(
         "before_wal" => KillVerdict::DidNotFire(format!(
             "{me}'s proposal passes before_wal before it reads the ledger, whoever wins"
         )),
-        "after_authorize" => {
-            if facts.authorized_by(pid) || claimed.is_some() {
-                KillVerdict::DidNotFire(format!(
-                    "{me} authorised the intent or claimed its attempt, so it passed the point"
-                ))
-            } else {
-                KillVerdict::LostRace(format!(
-                    "{me} neither authorised the intent nor claimed an attempt ({} did)",
-                    holder("ATTEMPT_STARTED")
-                ))
-            }
-        }
         "after_wal_before_call"
         | "mid_call"
         | "during_call"
@@ -841,7 +820,6 @@ mod tests {
             "during_call",
             "after_call_before_commit",
             "after_commit_before_ack",
-            "after_authorize",
         ] {
             let spec = format!("{point}=return(kill)");
             assert!(lost(&race_miss(&spec, 101, None, &b1_won(), &p)), "{point}");
@@ -850,16 +828,10 @@ mod tests {
                 "{point}: a1 claimed, so it passed the point"
             );
         }
-        // a1 decided but b1 claimed: a1 passed after_authorize, not the call path.
+        // A decision by a1 without its claim (a ledger from before the two were one commit):
+        // the call path is reached only by the claim.
         let mut split = b1_won();
         split.decisions = vec![decision(A1, "AUTHORIZED")];
-        assert!(!lost(&race_miss(
-            "after_authorize=return(kill)",
-            101,
-            None,
-            &split,
-            &p
-        )));
         assert!(lost(&race_miss(
             "during_call=return(kill)",
             101,

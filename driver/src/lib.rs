@@ -43,8 +43,8 @@ pub use config::{DriverConfig, LEASE_MARGIN_MS};
 pub use flaw::Flaw;
 pub use pass::{Pass, PassCommand, PassResult};
 pub use plan::{
-    Applied, AttemptView, Change, Commit, Decide, Decided, Expect, Finding, IntentKey, IntentView,
-    Judgement, LeaseChange, NewIntent, Refusal, UsageQuery,
+    Applied, AttemptClaim, AttemptView, Change, Commit, Decide, Decided, Expect, Finding,
+    IntentKey, IntentView, Judgement, LeaseChange, NewIntent, Refusal, UsageQuery,
 };
 pub use propose::{Command, Context, Failure, PROPOSAL_COMMANDS_MAX, Proposal};
 pub use rail::{CallBudget, Rail, RailCall, RailError, RailOutcome, Referent};

@@ -185,6 +185,37 @@ pub struct Decide {
     pub instance_id: String,
     /// The mandate in force, for the decision record.
     pub mandate_hash: String,
+    /// Who claims the attempt. When the judged event leaves the intent ready for an attempt
+    /// (`AUTHORIZED`, effect `StartAttempt`), `ATTEMPT_STARTED` is applied with this claim in
+    /// the same transaction, after the decision record: the permission and the write-ahead
+    /// record of its call are one commit, and so one fsync. `None` leaves the intent
+    /// `AUTHORIZED`, as ledgers written before this did.
+    pub start_attempt: Option<AttemptClaim>,
+}
+
+/// The lease an attempt is claimed with: its owner, and how long it lasts from the moment the
+/// claim is committed. A lease dated when the commit was planned would be shortened by every
+/// wait before the commit (G5's model, the write lock), and the send re-check (A2) would then
+/// refuse a call the lease was meant to cover.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttemptClaim {
+    /// The claimant.
+    pub owner: String,
+    /// The lease's length from the commit.
+    pub ttl_ms: u64,
+}
+
+impl AttemptClaim {
+    /// The change that claims the lease at `now_ms`.
+    pub fn at(&self, now_ms: u64) -> Change {
+        Change {
+            lease: LeaseChange::Claim {
+                owner: self.owner.clone(),
+                expires_at: now_ms.saturating_add(self.ttl_ms),
+            },
+            ..Change::default()
+        }
+    }
 }
 
 /// The driver's judgement inside a deciding transaction.
@@ -222,7 +253,8 @@ pub enum Decided {
     Found(Box<IntentView>),
     /// The ladder refused; only the decision was recorded.
     Refused(Ladder),
-    /// The judged event was committed.
+    /// The judged event was committed, and `ATTEMPT_STARTED` after it when the plan asked for
+    /// it and the ledger allowed it: the last transition applied (its effect says which).
     Applied(Applied, Ladder),
 }
 

@@ -6,8 +6,11 @@
 //! 2. [`Command::ReadReferent`]: the referent, read from the rail (never the agent's text).
 //! 3. The SIK, from the resolved action.
 //! 4. [`Command::Decide`]: one transaction finds the intent (I1 is the primary key) or counts the
-//!    usage, runs [`Proposal::judge`] (the ladder), and inserts the intent with its gate event.
-//! 5. [`Command::Commit`] of `ATTEMPT_STARTED` with the lease: the write-ahead record.
+//!    usage, runs [`Proposal::judge`] (the ladder), inserts the intent with its gate event and,
+//!    when the gates pass, applies `ATTEMPT_STARTED` with this process's lease: the write-ahead
+//!    record, in the same commit as the permission (ADR 0004).
+//! 5. [`Command::Commit`] of `ATTEMPT_STARTED` only where the decision left the intent
+//!    `AUTHORIZED` without its attempt (a ledger written before step 4 merged them).
 //! 6. [`Command::ReadIntent`]: the row and the lease re-checked just before the send (A2).
 //! 7. [`Command::CallRail`]: the stamped call; its outcome is classified (one without our stamp
 //!    is ambiguous) and committed ([`Command::Commit`]) before the answer.
@@ -17,8 +20,8 @@ use crate::answer::{self, Answer, Said};
 use crate::config::DriverConfig;
 use crate::gates::{self, Gate, GateInput, GateResult, Ladder, LiveTool, Usage};
 use crate::plan::{
-    Applied, Change, Commit, Decide, Decided, Expect, IntentKey, IntentView, Judgement,
-    LeaseChange, NewIntent, Refusal, UsageQuery,
+    Applied, AttemptClaim, Change, Commit, Decide, Decided, Expect, IntentKey, IntentView,
+    Judgement, NewIntent, Refusal, UsageQuery,
 };
 use crate::rail::{
     BALANCE_SUBJECT, PaymentReferent, RailCall, RailOutcome, Referent, ScheduledReferent,
@@ -61,8 +64,9 @@ pub enum Command {
     /// Read the action's referent from the rail; hand it to [`Proposal::handle_referent`].
     ReadReferent(ProposedAction),
     /// Run a deciding transaction with [`Proposal::judge`]; hand the result to
-    /// [`Proposal::handle_decided`].
-    Decide(Decide),
+    /// [`Proposal::handle_decided`]. Boxed: it carries the new intent and the attempt's claim,
+    /// several times any other command.
+    Decide(Box<Decide>),
     /// Commit one transition; hand the result to [`Proposal::handle_committed`].
     Commit(Commit),
     /// Read the intent; hand it to [`Proposal::handle_intent`].
@@ -423,7 +427,11 @@ impl Proposal {
         let key = self.key.clone().expect("a decision has a key");
         let (subject_id, currency) = self.subject.clone().expect("a decision has a subject");
         self.phase = Phase::Deciding;
-        self.push(Command::Decide(Decide {
+        // A planted `CallBeforeWal` leaves the attempt to its own commit, so that its call can
+        // leave before that commit, as the flaw would have it.
+        let start_attempt =
+            (!self.planted(crate::flaw::Flaw::CallBeforeWal)).then(|| claim(context));
+        self.push(Command::Decide(Box::new(Decide {
             key,
             expect,
             usage: UsageQuery {
@@ -435,7 +443,8 @@ impl Proposal {
             },
             instance_id: context.config.instance_id.clone(),
             mandate_hash: context.mandate_hash.to_owned(),
-        }));
+            start_attempt,
+        })));
     }
 
     /// The judgement inside the deciding transaction, over the usage it read. Pure.
@@ -565,15 +574,18 @@ impl Proposal {
         ladder: &Ladder,
     ) {
         match applied.effect {
+            // The attempt was started in the deciding transaction: re-check, then send.
+            Effect::CallRail { attempt_seq } => self.recheck(attempt_seq),
+            // The ledger left it `AUTHORIZED` (it refused the attempt in the same transaction):
+            // the attempt is claimed on its own, and a refusal there is handled as ever.
             Effect::StartAttempt => self.start_attempt(context, now, applied.to.attempt_seq + 1),
             Effect::AwaitHuman => {
                 let key = self.key.as_ref().expect("a held intent has a key");
                 self.finish(Command::Answer(answer::held(&key.sik, ladder)));
             }
-            Effect::None
-            | Effect::CallRail { .. }
-            | Effect::ScheduleReconcile { .. }
-            | Effect::RunReconcile { .. } => self.read(Some(Said::Fresh)),
+            Effect::None | Effect::ScheduleReconcile { .. } | Effect::RunReconcile { .. } => {
+                self.read(Some(Said::Fresh))
+            }
         }
     }
 
@@ -618,18 +630,11 @@ impl Proposal {
     /// `ATTEMPT_STARTED` with this process's lease: the write-ahead record of the call.
     fn start_attempt(&mut self, context: Context<'_>, now: u64, next_attempt: u32) {
         let key = self.key.clone().expect("an attempt has a key");
-        let claim = Change {
-            lease: LeaseChange::Claim {
-                owner: context.config.instance_id.clone(),
-                expires_at: now + context.config.lease_ttl_ms,
-            },
-            ..Change::default()
-        };
         self.phase = Phase::Starting;
         if self.planted(crate::flaw::Flaw::CallBeforeWal) {
             self.send_unrecorded(context, now, next_attempt);
         }
-        self.commit(key, Event::AttemptStarted, claim);
+        self.commit(key, Event::AttemptStarted, claim(context).at(now));
     }
 
     /// The flaw `CallBeforeWal`: the call leaves before its attempt is recorded.
@@ -904,6 +909,14 @@ impl Proposal {
             self.phase == Phase::Done || waiting_on_rail || !self.queue.is_empty(),
             "a proposal that waits has a command out"
         );
+    }
+}
+
+/// This process's claim of an attempt.
+fn claim(context: Context<'_>) -> AttemptClaim {
+    AttemptClaim {
+        owner: context.config.instance_id.clone(),
+        ttl_ms: context.config.lease_ttl_ms,
     }
 }
 

@@ -296,7 +296,8 @@ impl<R: Rail> Engine<R> {
                 Command::Decide(plan) => {
                     let now = plan.usage.now_ms;
                     let context = self.context();
-                    let decided = self.ledger.decide(&plan, &self.mandate, |usage| {
+                    let at = self.clock.now_ms();
+                    let decided = self.ledger.decide(&plan, at, &self.mandate, |usage| {
                         proposal.judge(context, now, usage)
                     })?;
                     proposal.handle_decided(context, self.clock.now_ms(), decided);
@@ -337,13 +338,9 @@ impl<R: Rail> Engine<R> {
         unreachable!("a proposal answers within PROPOSAL_COMMANDS_MAX commands")
     }
 
-    /// The kill points in front of a commit, by what it records.
+    /// The kill points in front of a commit, by what it records. None stands between a
+    /// permission and its attempt: the deciding transaction commits both (ADR 0004).
     fn before_commit(&self, kind: EventKind) -> Result<(), EngineError> {
-        if kind == EventKind::AttemptStarted {
-            // AUTHORIZED is committed, the attempt is not: a crash here leaves a permission no
-            // one has used, which only a fresh proposal takes up.
-            kill_point!("after_authorize");
-        }
         if is_outcome(kind) {
             kill_point!("after_call_before_commit");
         }

@@ -58,7 +58,6 @@ macro_rules! kill_point {
 /// The kill points, in the order a refund meets them. The chaos matrix arms each in turn.
 pub const KILL_POINTS: &[&str] = &[
     "before_wal",
-    "after_authorize",
     "after_wal_before_call",
     "during_call",
     "after_call_before_commit",

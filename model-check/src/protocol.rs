@@ -47,7 +47,7 @@ use interlock_driver::{
     Refusal, Sweep, SweepStep,
 };
 use interlock_machine::invariants::{self, RailEntity, Record};
-use interlock_machine::{EntityRef, Event, Illegal, IntentCore, State, Step, step};
+use interlock_machine::{Effect, EntityRef, Event, Illegal, IntentCore, State, Step, step};
 use interlock_spec::action::{ActionKind, ProposedAction};
 use interlock_spec::ids::Sik;
 use interlock_spec::mandate::Mandate;
@@ -756,7 +756,18 @@ impl Protocol {
                     change,
                 };
                 let applied = self.commit(world, p, &commit, false)?;
-                Ok(Decided::Applied(applied, ladder))
+                // As the ledger: the attempt is started in the same transaction when the
+                // decision leaves the intent ready for it; a refusal leaves the decision alone.
+                let start = match (&plan.start_attempt, applied.effect) {
+                    (Some(claim), Effect::StartAttempt) => Some(Commit {
+                        key: plan.key.clone(),
+                        event: Event::AttemptStarted,
+                        change: claim.at(NOW_MS),
+                    }),
+                    _ => None,
+                };
+                let started = start.and_then(|start| self.commit(world, p, &start, false).ok());
+                Ok(Decided::Applied(started.unwrap_or(applied), ladder))
             }
         }
     }
@@ -1385,8 +1396,10 @@ impl Protocol {
             _ => unreachable!("enabled only with at most one of ours"),
         };
         let resolved = self.commit(world, 0, &commit, false);
+        // Only `MatchByAmount` records an entity that is not ours (the phantom it is caught
+        // for); the machine then refuses to file ours under it, and the intent stays put.
         assert!(
-            resolved.is_ok(),
+            resolved.is_ok() || self.mutant(Mutant::MatchByAmount),
             "an operator's resolution of a quarantine is always an edge: {resolved:?}"
         );
     }

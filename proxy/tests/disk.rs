@@ -267,9 +267,16 @@ async fn a_failed_fsync_stops_the_process_for_recovery_and_the_call_applies_once
     let flag = scene.dir.join("fail-fsync");
     let status = scene.dir.join("exit-status");
     let stderr = scene.dir.join("stderr");
-    // `sh` keeps the proxy's exit status; the mock (the proxy's child) fsyncs for real.
+    // `sh` keeps the proxy's exit status; the mock (the proxy's child) fsyncs for real. The
+    // failed commit is the deciding one (the intent, its permission and its attempt under this
+    // process's lease): its pages reached the WAL though the fsync failed, so the restart finds
+    // the attempt and waits out the dead process's lease before it settles it. A short lease
+    // keeps that wait short.
     let command = |with_shim: bool| {
-        let mut args = scene.serve_args("none", &[]);
+        let mut args = scene.serve_args(
+            "none",
+            &["--lease-ttl-ms", "6000", "--call-timeout-ms", "1000"],
+        );
         let upstream = args.iter().position(|a| a == "--").unwrap() + 1;
         args.splice(
             upstream..upstream,

@@ -30,7 +30,6 @@ pub const TEXT_CHARS_MAX: usize = 2_000;
 /// (`interlock_engine::KILL_POINTS`) and the proxy's `mid_call`. A test checks the two lists.
 pub const KILL_POINTS: &[&str] = &[
     "before_wal",
-    "after_authorize",
     "after_wal_before_call",
     "during_call",
     "after_call_before_commit",

@@ -31,6 +31,7 @@ use rusqlite::{
 };
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -173,6 +174,9 @@ pub enum ApplyError {
 pub struct Ledger {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Write transactions committed through this handle: each that wrote is one fsync of the
+    /// WAL under `synchronous=FULL`, so a test can hold the money path to its count of commits.
+    commits: AtomicU64,
     /// Copies the WAL into the database off the money path; stopped when the ledger drops.
     /// None on a file this process can only read.
     _checkpointer: Option<checkpoint::Checkpointer>,
@@ -210,6 +214,7 @@ impl Ledger {
         let ledger = Ledger {
             conn: Mutex::new(conn),
             path: path.to_owned(),
+            commits: AtomicU64::new(0),
             _checkpointer: checkpoint::Checkpointer::start(path)?,
         };
         ledger.verify_chain().map_err(|broken| match broken {
@@ -295,12 +300,21 @@ impl Ledger {
             };
             let value = f(&tx)?;
             match tx.commit() {
-                Ok(()) => return Ok(value),
+                Ok(()) => {
+                    self.commits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(value);
+                }
                 Err(error) if is_busy(&error) => continue,
                 Err(error) => return Err(self.err(error).into()),
             }
         }
         Err(ApplyError::Contended("(write lock)".to_owned()))
+    }
+
+    /// Write transactions committed through this handle since it was opened (one that found
+    /// nothing to write, such as a replay's, counts too; SQLite syncs nothing for it).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Why this ledger refuses every write, if an I/O error poisoned its file in this process.
@@ -1028,11 +1042,14 @@ impl Ledger {
 
     /// One deciding transaction (`IMMEDIATE`): finds the intent as `plan` expects, reads the
     /// usage the ladder counts, calls the driver's pure `judge` with it, and writes what the
-    /// judgement says (the intent, its gate event, the decision record), all under one lock, so
-    /// that two concurrent proposals cannot both fit into one window.
+    /// judgement says (the intent, its gate event, the decision record and, when the plan
+    /// claims it, the first attempt), all under one lock, so that two concurrent proposals
+    /// cannot both fit into one window. `now_ms` is the runner's clock as the transaction
+    /// begins: the attempt starts then, and its lease runs from then.
     pub fn decide(
         &self,
         plan: &Decide,
+        now_ms: u64,
         mandate: &Mandate,
         mut judge: impl FnMut(&Usage) -> Judgement,
     ) -> Committed<Decided> {
@@ -1081,7 +1098,8 @@ impl Ledger {
                     if let Some(outcome) = record {
                         record_decision(tx, plan, &ladder, outcome).map_err(|e| self.err(e))?;
                     }
-                    Ok(Decided::Applied(applied, ladder))
+                    let started = self.start_judged(tx, plan, &applied, now_ms)?;
+                    Ok(Decided::Applied(started.unwrap_or(applied), ladder))
                 }
             }
         }))
@@ -1107,6 +1125,47 @@ impl Ledger {
             .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
         apply_locked(tx, &plan.key, &seen, event, now, change)?
             .ok_or_else(|| ApplyError::Contended(describe(&plan.key)))
+    }
+
+    /// `ATTEMPT_STARTED` in the deciding transaction, after the decision record (whose
+    /// `audit_seq` names the gate event), when the plan carries a claim and the judged event
+    /// left the intent ready for it. A refusal here changes nothing: the decision stands and
+    /// the driver claims the attempt on its own, as it would from an older ledger. None is
+    /// expected (an `AUTHORIZED` row holds no lease, and the machine reopens only with
+    /// attempts left), so one is said at WARN.
+    fn start_judged(
+        &self,
+        tx: &Transaction<'_>,
+        plan: &Decide,
+        decided: &Applied,
+        now_ms: u64,
+    ) -> Result<Option<Applied>, ApplyError> {
+        let Some(claim) = &plan.start_attempt else {
+            return Ok(None);
+        };
+        if decided.effect != Effect::StartAttempt {
+            return Ok(None);
+        }
+        let seen = read_row(tx, &plan.key)
+            .map_err(|e| self.err(e))?
+            .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
+        assert_eq!(seen.core, decided.to, "the row is the one just decided");
+        // Never before the decision it follows, whatever the two readings of the clock.
+        let at = now_ms.max(plan.usage.now_ms);
+        let event = Event::AttemptStarted;
+        let refused = match apply_locked(tx, &plan.key, &seen, &event, at, &claim.at(at)) {
+            Ok(Some(started)) => return Ok(Some(started)),
+            Ok(None) => "the row moved".to_owned(),
+            Err(ApplyError::Illegal(illegal)) => illegal.to_string(),
+            Err(ApplyError::Lease(why)) => why,
+            Err(error) => return Err(error),
+        };
+        tracing::warn!(
+            intent = %describe(&plan.key),
+            refused = %refused,
+            "the deciding transaction could not start the attempt; it is claimed in a commit of its own"
+        );
+        Ok(None)
     }
 
     /// The intent under `key` as the driver reads it, or `None`.
