@@ -194,9 +194,10 @@ pub struct Decide {
 }
 
 /// The lease an attempt is claimed with: its owner, and how long it lasts from the moment the
-/// claim is committed. A lease dated when the commit was planned would be shortened by every
-/// wait before the commit (G5's model, the write lock), and the send re-check (A2) would then
-/// refuse a call the lease was meant to cover.
+/// claim is committed (the ledger reads the runner's clock once it holds the write lock). A
+/// lease dated when the commit was planned would be shortened by every wait before the commit
+/// (G5's model, the write lock), and the send re-check (A2) would then refuse a call the lease
+/// was meant to cover.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AttemptClaim {
     /// The claimant.

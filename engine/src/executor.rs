@@ -296,8 +296,8 @@ impl<R: Rail> Engine<R> {
                 Command::Decide(plan) => {
                     let now = plan.usage.now_ms;
                     let context = self.context();
-                    let at = self.clock.now_ms();
-                    let decided = self.ledger.decide(&plan, at, &self.mandate, |usage| {
+                    let clock = || self.clock.now_ms();
+                    let decided = self.ledger.decide(&plan, clock, &self.mandate, |usage| {
                         proposal.judge(context, now, usage)
                     })?;
                     proposal.handle_decided(context, self.clock.now_ms(), decided);

@@ -170,7 +170,8 @@ fn the_chain_verifies_while_another_connection_appends() {
         });
         let mut verified = 0u64;
         loop {
-            let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+            // A writer that panicked ends the loop too; its join below reports it.
+            let finished = done.load(std::sync::atomic::Ordering::SeqCst) || writer.is_finished();
             verifier
                 .verify_chain()
                 .expect("the chain verifies mid-append");

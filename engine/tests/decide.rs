@@ -87,9 +87,12 @@ fn authorize_without_attempt<R: Rail>(engine: &Engine<R>, action: &ProposedActio
     plan.start_attempt = None;
     let decided = engine
         .ledger()
-        .decide(&plan, T0, engine.mandate(), |usage| {
-            proposal.judge(context, T0, usage)
-        })
+        .decide(
+            &plan,
+            || T0,
+            engine.mandate(),
+            |usage| proposal.judge(context, T0, usage),
+        )
         .unwrap();
     let Ok(Decided::Applied(applied, _)) = &decided else {
         panic!("the gates pass: {decided:?}");
@@ -179,4 +182,38 @@ fn two_engines_taking_up_one_authorized_intent_make_one_rail_call() {
     }
     assert_eq!(rail.executed().len() as u64, ROUNDS, "one call per intent");
     assert_all_invariants(&world, a.ledger(), &rail);
+}
+
+/// A G5 model that takes 20 s of the 30 s lease to answer (and says nothing).
+struct SlowModel(Arc<interlock_engine::ManualClock>);
+
+impl interlock_engine::gates::ModelGate for SlowModel {
+    fn name(&self) -> &str {
+        "slow-model"
+    }
+
+    fn evaluate(
+        &self,
+        _input: &interlock_engine::gates::GateInput<'_>,
+    ) -> Option<interlock_engine::gates::Advice> {
+        self.0.advance(20_000);
+        None
+    }
+}
+
+/// The lease of an attempt started in the deciding transaction runs from that commit, not from
+/// when the decision was planned: a slow model before the commit leaves the call its whole
+/// lease. Dated at the plan, 10 s would be left, short of the 10 s call plus its margin, and
+/// the send re-check would refuse.
+#[test]
+fn a_slow_model_gate_does_not_eat_into_the_attempts_lease() {
+    let world = World::new();
+    let engine = world
+        .engine(world.rail(), "p1")
+        .with_model_gate(Box::new(SlowModel(Arc::clone(&world.clock))));
+    let answer = engine
+        .propose(&refund("pay_1002", 50_000), Some(&live()))
+        .unwrap();
+    assert_eq!(answer.outcome, Outcome::Applied, "{answer:?}");
+    assert_eq!(engine.rail().executed().len(), 1);
 }

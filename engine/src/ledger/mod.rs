@@ -533,7 +533,13 @@ fn lease_after(
 ) -> Result<(Option<String>, Option<u64>), ApplyError> {
     match lease {
         LeaseChange::Claim { owner, expires_at } => {
-            assert!(*expires_at > now_ms, "a lease that is already over");
+            // A claim that ran out before its commit (its process stalled in between) is
+            // refused like a lease held by another: nothing may be sent under it.
+            if *expires_at <= now_ms {
+                return Err(ApplyError::Lease(format!(
+                    "the claim by {owner} ran out at {expires_at}, before its commit at {now_ms}"
+                )));
+            }
             if let (Some(holder), Some(until)) = (&seen.lease_owner, seen.lease_expires_at)
                 && holder != owner
                 && until > now_ms
@@ -1044,12 +1050,12 @@ impl Ledger {
     /// usage the ladder counts, calls the driver's pure `judge` with it, and writes what the
     /// judgement says (the intent, its gate event, the decision record and, when the plan
     /// claims it, the first attempt), all under one lock, so that two concurrent proposals
-    /// cannot both fit into one window. `now_ms` is the runner's clock as the transaction
-    /// begins: the attempt starts then, and its lease runs from then.
+    /// cannot both fit into one window. `now_ms` reads the runner's clock; it is read once the
+    /// write lock is held: the attempt starts then, and its lease runs from then.
     pub fn decide(
         &self,
         plan: &Decide,
-        now_ms: u64,
+        now_ms: impl Fn() -> u64,
         mandate: &Mandate,
         mut judge: impl FnMut(&Usage) -> Judgement,
     ) -> Committed<Decided> {
@@ -1098,7 +1104,7 @@ impl Ledger {
                     if let Some(outcome) = record {
                         record_decision(tx, plan, &ladder, outcome).map_err(|e| self.err(e))?;
                     }
-                    let started = self.start_judged(tx, plan, &applied, now_ms)?;
+                    let started = self.start_judged(tx, plan, &applied, now_ms())?;
                     Ok(Decided::Applied(started.unwrap_or(applied), ladder))
                 }
             }
