@@ -1,9 +1,16 @@
 //! What a proxy did to its ledger and its upstream, read from `strace -f -y -s STRING_BYTES`
-//! output: syncs of the ledger's files, bytes written to its WAL, and JSON-RPC requests sent
-//! upstream. Only what the figures need is parsed; a line that does not parse counts as nothing.
+//! output: syncs of the ledger's files (and which of them its checkpoint thread made), bytes
+//! written to its WAL, and JSON-RPC requests sent upstream. Only what the figures need is
+//! parsed; a line that does not parse counts as nothing.
 
-/// The syscalls traced, as `strace -e trace=` takes them.
-pub const TRACED: &str = "trace=fsync,fdatasync,write,pwrite64,writev,pwritev";
+use std::collections::HashMap;
+
+/// The syscalls traced, as `strace -e trace=` takes them. `prctl` names the threads (Rust's
+/// `std::thread::Builder::name` sets `PR_SET_NAME` from the new thread itself).
+pub const TRACED: &str = "trace=fsync,fdatasync,write,pwrite64,writev,pwritev,prctl";
+/// The name of the ledger's checkpoint thread as the kernel keeps it: its first 15 bytes of
+/// `ledger-checkpoint` (`engine/src/ledger/checkpoint.rs`).
+pub const CHECKPOINT_THREAD: &str = "ledger-checkpoi";
 /// `strace -s`: how much of each written buffer is printed; a request's `"method"` comes
 /// within its first hundred bytes.
 pub const STRING_BYTES: &str = "256";
@@ -13,6 +20,10 @@ pub const STRING_BYTES: &str = "256";
 pub struct Traced {
     /// `fsync` and `fdatasync` of a file named `ledger.db*`.
     pub ledger_syncs: u64,
+    /// Of `ledger_syncs`, those made by the ledger's checkpoint thread, off the money path.
+    /// The rest are the money path's commits (and, after a checkpoint emptied the WAL, the
+    /// sync of the new WAL's header by the commit that restarts it).
+    pub checkpoint_syncs: u64,
     /// Bytes asked to be written to `ledger.db-wal`.
     pub wal_bytes: u64,
     /// JSON-RPC requests (a `method` and an `id`) written to a pipe other than stdout and
@@ -24,18 +35,30 @@ impl Traced {
     /// Counts of every line of `text`.
     pub fn of(text: &str) -> Traced {
         let mut t = Traced::default();
+        // Thread id → whether it is the checkpoint thread, as its latest name says.
+        let mut checkpointers: HashMap<u32, bool> = HashMap::new();
         for line in text.lines() {
-            t.add(line);
+            if let Some((tid, name)) = thread_named(line) {
+                checkpointers.insert(tid, name == CHECKPOINT_THREAD);
+                continue;
+            }
+            let by_checkpointer = thread_of(line)
+                .and_then(|tid| checkpointers.get(&tid).copied())
+                .unwrap_or(false);
+            t.add(line, by_checkpointer);
         }
         t
     }
 
-    fn add(&mut self, line: &str) {
+    fn add(&mut self, line: &str, by_checkpointer: bool) {
         let Some((call, fd, rest)) = call_of(line) else {
             return;
         };
         match call {
-            "fsync" | "fdatasync" if fd.path.contains("/ledger.db") => self.ledger_syncs += 1,
+            "fsync" | "fdatasync" if fd.path.contains("/ledger.db") => {
+                self.ledger_syncs += 1;
+                self.checkpoint_syncs += u64::from(by_checkpointer);
+            }
             "write" | "pwrite64" | "writev" | "pwritev" => {
                 if fd.path.ends_with("/ledger.db-wal") {
                     self.wal_bytes += written_bytes(call, rest).unwrap_or(0);
@@ -55,6 +78,9 @@ impl Traced {
     pub fn since(self, earlier: Traced) -> Traced {
         Traced {
             ledger_syncs: self.ledger_syncs.saturating_sub(earlier.ledger_syncs),
+            checkpoint_syncs: self
+                .checkpoint_syncs
+                .saturating_sub(earlier.checkpoint_syncs),
             wal_bytes: self.wal_bytes.saturating_sub(earlier.wal_bytes),
             upstream_requests: self
                 .upstream_requests
@@ -66,10 +92,29 @@ impl Traced {
     pub fn plus(self, other: Traced) -> Traced {
         Traced {
             ledger_syncs: self.ledger_syncs + other.ledger_syncs,
+            checkpoint_syncs: self.checkpoint_syncs + other.checkpoint_syncs,
             wal_bytes: self.wal_bytes + other.wal_bytes,
             upstream_requests: self.upstream_requests + other.upstream_requests,
         }
     }
+}
+
+/// The thread a line is about: `strace -f -o` starts each line with its id (`812 fsync(…`),
+/// strace on a terminal with `[pid 812] `.
+fn thread_of(line: &str) -> Option<u32> {
+    let line = line.strip_prefix("[pid").unwrap_or(line).trim_start();
+    let digits: &str = line.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok()
+}
+
+/// `812 prctl(PR_SET_NAME, "name"...) = 0`: thread 812 is named `name` from now on. strace
+/// prints the name with `...` (the kernel's 16 bytes), and a call another thread interrupted
+/// as `<unfinished ...>`, its result on a later line: only a printed failure is refused.
+fn thread_named(line: &str) -> Option<(u32, &str)> {
+    let (_, after) = line.split_once("prctl(PR_SET_NAME, \"")?;
+    let (name, result) = after.split_once('"')?;
+    (!result.contains("= -1")).then_some(())?;
+    Some((thread_of(line)?, name))
 }
 
 /// A file descriptor as `strace -y` prints it: `5</tmp/x/ledger.db-wal>`.
@@ -145,6 +190,25 @@ mod tests {
              813 fsync(3</tmp/x/>) = 0",
         );
         assert_eq!(t.ledger_syncs, 2);
+    }
+
+    #[test]
+    fn syncs_by_the_checkpoint_thread_are_told_apart_by_its_name() {
+        let t = Traced::of(
+            "812 fdatasync(5</tmp/x/ledger.db-wal>) = 0\n\
+             815 prctl(PR_SET_NAME, \"ledger-checkpoi\"... <unfinished ...>\n\
+             815 <... prctl resumed>) = 0\n\
+             815 fdatasync(6</tmp/x/ledger.db-wal>) = 0\n\
+             815 fsync(7</tmp/x/ledger.db>) = 0\n\
+             816 prctl(PR_SET_NAME, \"tokio-rt-worker\"...) = 0\n\
+             [pid 816] fdatasync(5</tmp/x/ledger.db-wal>) = 0\n\
+             817 prctl(PR_SET_NAME, \"ledger-checkpoi\") = -1 EINVAL (Invalid argument)\n\
+             817 fsync(7</tmp/x/ledger.db>) = 0",
+        );
+        assert_eq!(t.ledger_syncs, 5);
+        assert_eq!(t.checkpoint_syncs, 2);
+        assert_eq!(thread_of("[pid 816] fsync(3</x>) = 0"), Some(816));
+        assert_eq!(t.since(t).checkpoint_syncs, 0);
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct Row {
     /// fdatasync + fsync calls on the ledger's files per gated refund (`None` with `--no-fsyncs`,
     /// as are the two below).
     pub fsyncs_per_refund: Option<f64>,
+    /// Of those, the ones the ledger's checkpoint thread made, off the money path.
+    pub checkpoint_fsyncs_per_refund: Option<f64>,
     /// Bytes written to the ledger's WAL per gated refund.
     pub wal_bytes_per_refund: Option<f64>,
     /// JSON-RPC requests the proxies sent upstream per gated refund.
@@ -193,6 +195,7 @@ pub fn throughput(args: &ThroughputArgs) -> Res<Vec<Row>> {
                 direct,
                 gated,
                 fsyncs_per_refund: per_refund(|t| t.ledger_syncs),
+                checkpoint_fsyncs_per_refund: per_refund(|t| t.checkpoint_syncs),
                 wal_bytes_per_refund: per_refund(|t| t.wal_bytes),
                 upstream_requests_per_refund: per_refund(|t| t.upstream_requests),
             };
@@ -417,7 +420,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
         "throughput: refunds/s with K agents at once, direct on the mock vs through interlock serve"
     );
     println!(
-        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9} {:>9} {:>6}",
+        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>9} {:>6}",
         "K",
         "shape",
         "refunds",
@@ -430,6 +433,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
         "ratio",
         "cpu ms/r",
         "fsyncs/r",
+        "ckpt/r",
         "WAL KB/r",
         "up/r"
     );
@@ -438,7 +442,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
             v.map_or_else(|| "-".to_owned(), |f| format!("{:.2}", f / scale))
         };
         println!(
-            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9} {:>9} {:>6}",
+            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9} {:>7} {:>9} {:>6}",
             r.k,
             format!("{:?}", r.shape).to_lowercase(),
             r.refunds,
@@ -451,6 +455,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
             r.ratio,
             r.gated.cpu_ms_per_refund,
             traced(r.fsyncs_per_refund, 1.0),
+            traced(r.checkpoint_fsyncs_per_refund, 1.0),
             traced(r.wal_bytes_per_refund, 1024.0),
             traced(r.upstream_requests_per_refund, 1.0)
         );

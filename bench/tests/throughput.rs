@@ -1,7 +1,8 @@
 //! A small, real slice of `interlock-bench throughput`: both shapes, two K, the ledger's syncs
 //! counted. The command itself fails unless the rail's journal holds exactly the refunds made;
 //! this test also holds the ledger to its durability: every gated refund is at least two
-//! fsynced commits (the write-ahead record before the call, the outcome after it).
+//! fsynced commits (the write-ahead record before the call, the outcome after it), and no more
+//! on the money path than those and the WAL's restarts.
 
 use std::path::Path;
 use std::process::Command;
@@ -67,9 +68,19 @@ fn both_shapes_make_every_refund_and_each_gated_refund_is_two_durable_commits_or
     );
     for row in &rows {
         let fsyncs = row.fsyncs_per_refund.expect("counted");
+        let checkpoint = row.checkpoint_fsyncs_per_refund.expect("counted");
+        // The money path's own syncs: two commits per refund (the deciding one, with the
+        // attempt, and the outcome), plus at most one WAL-header sync per restart of the WAL,
+        // which follows a checkpoint that copied all of it (two syncs of the checkpoint
+        // thread), one more if that checkpoint fell just before the counting began. Three
+        // commits per refund would exceed it unless a checkpoint completed per refund.
+        let refunds = row.refunds as f64;
+        let money = (fsyncs - checkpoint) * refunds;
+        let restarts_max = checkpoint * refunds / 2.0 + 1.0;
         assert!(
-            fsyncs >= 2.0,
-            "K={} {:?}: {fsyncs} fsyncs per refund",
+            money >= 2.0 * refunds - 1e-6 && money <= 2.0 * refunds + restarts_max + 1e-6,
+            "K={} {:?}: {money} syncs on the money path for {refunds} refunds \
+             ({checkpoint} per refund by the checkpoint thread)",
             row.k,
             row.shape
         );
