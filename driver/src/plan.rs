@@ -194,10 +194,11 @@ pub struct Decide {
 }
 
 /// The lease an attempt is claimed with: its owner, and how long it lasts from the moment the
-/// claim is committed (the ledger reads the runner's clock once it holds the write lock). A
+/// claim is written (the ledger reads the runner's clock once it holds the write lock). A
 /// lease dated when the commit was planned would be shortened by every wait before the commit
 /// (G5's model, the write lock), and the send re-check (A2) would then refuse a call the lease
-/// was meant to cover.
+/// was meant to cover. With group commit the batch's later jobs and its fsync still come
+/// between the claim and its commit: milliseconds, against a lease of seconds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AttemptClaim {
     /// The claimant.

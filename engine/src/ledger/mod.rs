@@ -6,6 +6,11 @@
 //! next one, and writes the row, the attempt row where the event concerns one, and exactly one
 //! audit record, in one `IMMEDIATE` transaction. Nothing else in this crate writes `state`.
 //!
+//! **Group commit.** Every write of this process runs in a savepoint of one open batch on the
+//! writing connection, and the batch's one commit makes them all durable before any of their
+//! callers is answered ([`writer`], ADR 0009). Reads go through a second connection: they see
+//! committed batches only.
+//!
 //! **Every SQL statement of the engine is in this module**, each returning typed rows: here the
 //! schema, the migrations and the writes; [`rows`] the driver's reads; [`usage`] what G2 and G3
 //! count; [`audit`] the hash chain and its verifier; [`inspect`] one intent in full for
@@ -17,23 +22,23 @@ pub mod clock;
 pub mod inspect;
 mod rows;
 pub mod usage;
+mod writer;
 
 use interlock_driver::gates::{Ladder, Usage};
 pub use interlock_driver::plan::{
     Applied, Change, Commit, Finding, IntentKey, LeaseChange, NewIntent, Refusal,
 };
 use interlock_driver::plan::{Decide, Decided, Expect, IntentView, Judgement};
+use interlock_group_commit::GroupCommit;
 use interlock_machine::{Effect, EntityRef, Event, EventKind, Illegal, IntentCore, State, step};
 use interlock_spec::ids::{MerchantId, Sik};
 use interlock_spec::mandate::Mandate;
-use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
-};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+use writer::{Tx, Writer};
 
 /// Migrations, in order; `user_version` is how many have run. Forward only: a ledger written by
 /// a newer Interlock is refused, never rewritten.
@@ -60,9 +65,12 @@ pub const CACHE_KIB: i64 = -16 * 1024;
 pub const WAL_SWITCH_ATTEMPTS_MAX: u32 = 100;
 /// The wait between two tries of the switch: with the bound above, 2 s in all.
 pub const WAL_SWITCH_RETRY_DELAY: Duration = Duration::from_millis(20);
-/// How many times a transition is retried after another process moved the intent first (or
-/// the database stayed busy past [`BUSY_TIMEOUT_MS`]).
+/// How many times a batch's `BEGIN IMMEDIATE` or `COMMIT` is tried while another process keeps
+/// the database busy past [`BUSY_TIMEOUT_MS`].
 pub const APPLY_RETRIES_MAX: u32 = 8;
+/// How many times [`Ledger::pragmas`] looks for the writing connection between two batches
+/// (1 ms apart: a batch lasts about one fsync) before it says the ledger is busy.
+pub const PRAGMAS_TRIES_MAX: u32 = 1_000;
 
 /// Why the ledger refused to open or to write.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +106,16 @@ pub enum LedgerError {
         key: String,
         /// What is wrong.
         problem: String,
+    },
+    /// A transaction batched with this one (group commit) panicked: the batch was rolled back,
+    /// or, if its commit panicked, whether it was written is not known. Either way the caller
+    /// is answered as not written, and boot recovery settles what a commit did write.
+    #[error(
+        "ledger {path}: a transaction of the same batch panicked; this one is answered as not written (if the commit itself panicked, recovery finds what it wrote)"
+    )]
+    Abandoned {
+        /// The ledger file.
+        path: String,
     },
     /// An earlier write failed with an I/O error: nothing more is written through this
     /// connection (ADR 0004, "after a failed fsync").
@@ -161,22 +179,24 @@ pub enum ApplyError {
     /// A lease rule refused the write (held by another, or not yet expired).
     #[error("{0}")]
     Lease(String),
-    /// Another writer kept moving the intent; gave up after [`APPLY_RETRIES_MAX`] tries.
-    #[error("intent {0} kept changing under us; gave up after {APPLY_RETRIES_MAX} tries")]
+    /// The write could not be made: another process kept the write lock through
+    /// [`APPLY_RETRIES_MAX`] tries, or the row was not the one read in the same transaction
+    /// (never expected: the compare-and-set stays as a check).
+    #[error("{0} could not be written (contended); gave up")]
     Contended(String),
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
 }
 
-/// The ledger file and its one connection.
-#[derive(Debug)]
+/// The ledger file, its writing connection (every write of this process's callers goes through
+/// it, in batches: group commit) and its reading connection.
 pub struct Ledger {
-    conn: Mutex<Connection>,
+    writer: GroupCommit<Writer>,
+    /// Reads see only committed batches: a transition waiting in an open batch is not yet
+    /// durable, and nothing read from it may reach an agent or the driver.
+    reader: Mutex<Connection>,
     path: PathBuf,
-    /// Write transactions committed through this handle: each that wrote is one fsync of the
-    /// WAL under `synchronous=FULL`, so a test can hold the money path to its count of commits.
-    commits: AtomicU64,
     /// Copies the WAL into the database off the money path; stopped when the ledger drops.
     /// None on a file this process can only read.
     _checkpointer: Option<checkpoint::Checkpointer>,
@@ -211,10 +231,12 @@ impl Ledger {
         let conn = Connection::open_with_flags(path, flags).map_err(|e| sqlite(&shown, e))?;
         configure(&conn, &shown)?;
         migrate(&conn, &shown)?;
+        let reader = Connection::open_with_flags(path, flags).map_err(|e| sqlite(&shown, e))?;
+        configure(&reader, &shown)?;
         let ledger = Ledger {
-            conn: Mutex::new(conn),
+            writer: GroupCommit::new(Writer::new(conn, path.to_owned())),
+            reader: Mutex::new(reader),
             path: path.to_owned(),
-            commits: AtomicU64::new(0),
             _checkpointer: checkpoint::Checkpointer::start(path)?,
         };
         ledger.verify_chain().map_err(|broken| match broken {
@@ -227,12 +249,13 @@ impl Ledger {
         Ok(ledger)
     }
 
-    /// The durability settings as SQLite reads them back on this connection.
+    /// The durability settings as SQLite reads them back on the writing connection.
     pub fn pragmas(&self) -> Result<Pragmas, LedgerError> {
-        let conn = self.conn();
-        let text = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, String>(0));
-        let number = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0));
-        let read = || -> rusqlite::Result<Pragmas> {
+        let read = |conn: &Connection| -> rusqlite::Result<Pragmas> {
+            let text =
+                |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, String>(0));
+            let number =
+                |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0));
             Ok(Pragmas {
                 journal_mode: text("journal_mode")?,
                 synchronous: number("synchronous")?,
@@ -242,7 +265,26 @@ impl Ledger {
                 wal_autocheckpoint_pages: number("wal_autocheckpoint")?,
             })
         };
-        read().map_err(|e| self.err(e))
+        // On the writing connection between batches (a batch would open a write transaction,
+        // which a read-only file refuses); at most PRAGMAS_TRIES_MAX tries, 1 ms apart, while
+        // batches come and go.
+        for _ in 0..PRAGMAS_TRIES_MAX {
+            let between = self
+                .writer
+                .between_batches(|writer: &Writer| writer.between_batches().map(read));
+            if let Some(pragmas) = between.flatten() {
+                return pragmas.map_err(|e| self.err(e));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Busy, not unsafe: another caller kept the writing connection inside batches.
+        let busy = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+        Err(self.err(rusqlite::Error::SqliteFailure(
+            busy,
+            Some(format!(
+                "the writing connection stayed inside a batch through {PRAGMAS_TRIES_MAX} tries 1 ms apart; its pragmas were not read (try again)"
+            )),
+        )))
     }
 
     /// The ledger file.
@@ -254,67 +296,56 @@ impl Ledger {
         sqlite(&self.path.display().to_string(), error)
     }
 
+    /// The reading connection: it sees committed batches only.
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the connection leaves SQLite consistent (the open transaction
-        // rolls back on drop), so a poisoned lock is safe to take over.
-        self.conn
+        // A panic while reading leaves nothing half done (a read writes nothing), so a poisoned
+        // lock is safe to take over.
+        self.reader
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `f` in an `IMMEDIATE` transaction and commits it, retrying (at most
-    /// [`APPLY_RETRIES_MAX`] times) only when SQLite stayed busy past the busy timeout.
+    /// Runs `f` in the open batch of this process's writes (group commit, `writer.rs`) and
+    /// answers once that batch is committed: `f`'s result, or the batch's failure. A write to a
+    /// file an I/O error poisoned is refused; one that hits an I/O error poisons it, before any
+    /// later batch can begin.
     pub(crate) fn write<T>(
         &self,
-        mut f: impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
+        f: impl FnOnce(&Tx<'_>) -> Result<T, ApplyError>,
     ) -> Result<T, ApplyError> {
-        // Checked and set with the connection held: a write that waited for the lock while
-        // another's fsync failed must not go ahead once it has it.
-        let mut conn = self.conn();
-        if let Some(why) = self.poisoned() {
-            let path = self.path.display().to_string();
-            return Err(LedgerError::Poisoned { path, why }.into());
-        }
-        let written = self.write_locked(&mut conn, &mut f);
-        if let Err(error) = &written
-            && error.disk_fault() == Some(DiskFault::Io)
-        {
-            let mut poisoned = poisoned_lock();
-            if !poisoned.iter().any(|(path, _)| *path == self.path) {
-                poisoned.push((self.path.clone(), error.to_string()));
-            }
-        }
-        written
-    }
-
-    fn write_locked<T>(
-        &self,
-        conn: &mut Connection,
-        f: &mut impl FnMut(&Transaction<'_>) -> Result<T, ApplyError>,
-    ) -> Result<T, ApplyError> {
-        for _ in 0..APPLY_RETRIES_MAX {
-            let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-                Ok(tx) => tx,
-                Err(error) if is_busy(&error) => continue,
-                Err(error) => return Err(self.err(error).into()),
-            };
-            let value = f(&tx)?;
-            match tx.commit() {
-                Ok(()) => {
-                    self.commits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(value);
+        // The caller may wait for other callers' jobs and fsync: on a runtime's worker that
+        // would stall every task queued behind it, so the worker's other tasks move to another
+        // thread first. That hand-over costs a thread switch, so a caller that finds no other
+        // caller inside (one agent at a time) runs inline and blocks only on its own fsync,
+        // as every write did before group commit.
+        let write = || {
+            self.writer.run(|writer: &mut Writer| {
+                let written = f(&writer.tx());
+                if let Err(error) = &written {
+                    writer.job_failed(error);
+                    if error.disk_fault() == Some(DiskFault::Io) {
+                        let mut poisoned = poisoned_lock();
+                        if !poisoned.iter().any(|(path, _)| *path == self.path) {
+                            poisoned.push((self.path.clone(), error.to_string()));
+                        }
+                    }
                 }
-                Err(error) if is_busy(&error) => continue,
-                Err(error) => return Err(self.err(error).into()),
-            }
+                written
+            })
+        };
+        if self.writer.is_idle() {
+            write()
+        } else {
+            blocking(write)
         }
-        Err(ApplyError::Contended("(write lock)".to_owned()))
     }
 
-    /// Write transactions committed through this handle since it was opened (one that found
-    /// nothing to write, such as a replay's, counts too; SQLite syncs nothing for it).
+    /// Write transactions (batches) committed through this handle since it was opened: each
+    /// that wrote is one fsync of the WAL under `synchronous=FULL`, so a test can hold the money
+    /// path to its count of commits. One that found nothing to write (a replay's) counts too;
+    /// SQLite syncs nothing for it.
     pub fn commits(&self) -> u64 {
-        self.commits.load(Ordering::Relaxed)
+        self.writer.batches()
     }
 
     /// Why this ledger refuses every write, if an I/O error poisoned its file in this process.
@@ -325,12 +356,9 @@ impl Ledger {
             .map(|(_, why)| why.clone())
     }
 
-    /// Applies `event` to the intent `key`: the one way the engine changes state.
-    ///
-    /// The core is read and stepped outside the write lock; the write is a compare-and-set on
-    /// the core (and lease) that was read. If another process moved the intent in between, the
-    /// write matches no row, and the read and step are done again, at most
-    /// [`APPLY_RETRIES_MAX`] times.
+    /// Applies `event` to the intent `key`: the one way the engine changes state. The row is
+    /// read, stepped and written inside one `IMMEDIATE` transaction (a batch's savepoint), so
+    /// no other writer moves it in between.
     pub fn apply(
         &self,
         key: &IntentKey,
@@ -338,28 +366,36 @@ impl Ledger {
         now_ms: u64,
         change: &Change,
     ) -> Result<Applied, ApplyError> {
-        for _ in 0..APPLY_RETRIES_MAX {
-            let seen = {
-                let conn = self.conn();
-                read_row(&conn, key).map_err(|e| self.err(e))?
-            };
-            let Some(seen) = seen else {
-                return Err(ApplyError::NoSuchIntent(describe(key)));
-            };
-            let outcome = self.write(|tx| {
-                // Compare: the row must still be the one we read.
-                match read_row(tx, key).map_err(|e| self.err(e))? {
-                    Some(now) if now == seen => apply_locked(tx, key, &now, event, now_ms, change),
-                    _ => Ok(None),
-                }
-                .map(|applied| applied.map(Ok).unwrap_or(Err(())))
-            })?;
-            match outcome {
-                Ok(applied) => return Ok(applied),
-                Err(()) => continue,
-            }
+        self.write(|tx| {
+            let seen = read_row(tx, key)
+                .map_err(|e| self.err(e))?
+                .ok_or_else(|| ApplyError::NoSuchIntent(describe(key)))?;
+            apply_locked(tx, key, &seen, event, now_ms, change)?
+                .ok_or_else(|| ApplyError::Contended(format!("intent {}", describe(key))))
+        })
+    }
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `f`, which may block on other callers' jobs and fsync. On a multi-threaded tokio
+/// runtime's worker the runtime is told first (`block_in_place`: its queued tasks move to
+/// another thread); anywhere else (a plain thread, a blocking-pool thread, a single-threaded
+/// runtime, which cannot lend its thread) `f` just runs. Not for a `LocalSet` on a
+/// multi-threaded runtime, where tokio refuses `block_in_place` with a panic (ADR 0009, 5).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
         }
-        Err(ApplyError::Contended(describe(key)))
+        _ => f(),
     }
 }
 
@@ -427,7 +463,7 @@ pub(crate) fn read_row(conn: &Connection, key: &IntentKey) -> rusqlite::Result<O
 /// compare-and-set, the attempt row, the finding, and one audit record. `Ok(None)` means the
 /// compare failed: the row is no longer `seen`.
 pub(crate) fn apply_locked(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     key: &IntentKey,
     seen: &RowCore,
     event: &Event,
@@ -562,7 +598,7 @@ fn lease_after(
 }
 
 fn write_attempt(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     key: &IntentKey,
     event: &Event,
     to: &IntentCore,
@@ -615,7 +651,7 @@ fn write_attempt(
 }
 
 fn write_finding(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     key: &IntentKey,
     finding: &Finding,
     now_ms: u64,
@@ -643,7 +679,7 @@ fn write_finding(
 /// Inserts `intent` in `PROPOSED` with its audit record. The primary key makes a second insert
 /// of the same key fail: that is I1.
 pub(crate) fn insert_locked(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     intent: &NewIntent,
     now_ms: u64,
 ) -> Result<u64, ApplyError> {
@@ -739,6 +775,8 @@ impl Ledger {
     /// Every intent's current core.
     pub fn cores(&self) -> Result<Vec<IntentCore>, LedgerError> {
         let conn = self.conn();
+        // One snapshot: the keys and then each row, with this process's batches committing.
+        let conn = conn.unchecked_transaction().map_err(|e| self.err(e))?;
         let mut statement = conn
             .prepare("SELECT merchant_id, sik FROM intents ORDER BY merchant_id, sik")
             .map_err(|e| self.err(e))?;
@@ -815,6 +853,10 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
     )
     .map_err(|e| sqlite(path, e))?;
     // 16 MiB of page cache (negative = KiB): the hot indexes of a busy day stay in memory.
+    // Savepoints (one per job of a batch) keep a sub-journal; in memory, it never spills to a
+    // file in the temporary directory, whose I/O error would poison the ledger (ADR 0009).
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(|e| sqlite(path, e))?;
     conn.pragma_update(None, "cache_size", CACHE_KIB.to_string())
         .map_err(|e| sqlite(path, e))?;
     let read = |name: &str| -> Result<i64, LedgerError> {
@@ -977,7 +1019,7 @@ fn sqlite(path: &str, source: rusqlite::Error) -> LedgerError {
     }
 }
 
-fn ledger_err(tx: &Transaction<'_>, source: rusqlite::Error) -> ApplyError {
+fn ledger_err(tx: &Connection, source: rusqlite::Error) -> ApplyError {
     let path = tx.path().unwrap_or("?").to_owned();
     ApplyError::Ledger(LedgerError::Sqlite { path, source })
 }
@@ -1113,7 +1155,7 @@ impl Ledger {
 
     fn apply_judged(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         plan: &Decide,
         event: &Event,
         change: &Change,
@@ -1130,7 +1172,7 @@ impl Ledger {
             .map_err(|e| self.err(e))?
             .ok_or_else(|| ApplyError::NoSuchIntent(describe(&plan.key)))?;
         apply_locked(tx, &plan.key, &seen, event, now, change)?
-            .ok_or_else(|| ApplyError::Contended(describe(&plan.key)))
+            .ok_or_else(|| ApplyError::Contended(format!("intent {}", describe(&plan.key))))
     }
 
     /// `ATTEMPT_STARTED` in the deciding transaction, after the decision record (whose
@@ -1141,7 +1183,7 @@ impl Ledger {
     /// attempts left), so one is said at WARN.
     fn start_judged(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         plan: &Decide,
         decided: &Applied,
         now_ms: u64,
@@ -1174,10 +1216,23 @@ impl Ledger {
         Ok(None)
     }
 
-    /// The intent under `key` as the driver reads it, or `None`.
+    /// The intent under `key` as the driver reads it, or `None`. Read on the writing
+    /// connection between batches (its page cache is warm; the reading connection drops its
+    /// cache whenever another connection has written), else on the reading connection.
     pub fn read_intent(&self, key: &IntentKey) -> Result<Option<IntentView>, LedgerError> {
-        let conn = self.conn();
-        rows::read_intent(&conn, key).map_err(|e| self.err(e))
+        // One snapshot on either connection: the row, its attempt and its lease from one
+        // commit, while this process's batches (or another process) go on committing.
+        let read = |conn: &Connection| {
+            let snapshot = conn.unchecked_transaction().map_err(|e| self.err(e))?;
+            rows::read_intent(&snapshot, key).map_err(|e| self.err(e))
+        };
+        let between = self
+            .writer
+            .between_batches(|writer: &Writer| writer.between_batches().map(read));
+        match between.flatten() {
+            Some(view) => view,
+            None => read(&self.conn()),
+        }
     }
 
     /// Keys of intents the sweep must look at, oldest first, at most `limit`: a lease that has
@@ -1196,7 +1251,7 @@ impl Ledger {
 
 /// The decision record of one judgement, written in the transaction that made it.
 fn record_decision(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     plan: &Decide,
     ladder: &Ladder,
     outcome: &str,
