@@ -39,9 +39,13 @@ struct SoakArgs {
     /// Seconds between samples.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     sample_secs: u64,
-    /// Agent calls a second.
+    /// Agent calls a second, per agent.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=i64::from(soak::RATE_MAX)))]
     rate: u32,
+    /// Agents calling at once on the proxy's one session: their money calls share the
+    /// ledger's group commit, so a SIGKILL lands on an open batch of several intents.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(soak::AGENTS_MAX)))]
+    agents: u32,
     /// Seconds a proxy serves before it is SIGKILLed and restarted.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     kill_every_secs: u64,
@@ -164,12 +168,14 @@ fn soak_command(args: SoakArgs) -> Result<bool, String> {
         duration: Duration::from_secs(u64::from(args.minutes) * 60),
         sample_every: Duration::from_secs(args.sample_secs),
         rate: args.rate,
+        agents: args.agents,
         kill_every: Duration::from_secs(args.kill_every_secs),
         seed: args.seed,
     };
     eprintln!(
-        "interlock-chaos: soak for {} min at {} calls/s, a SIGKILL every {} s, in {}",
+        "interlock-chaos: soak for {} min, {} agent(s) at {} calls/s each, a SIGKILL every {} s, in {}",
         args.minutes,
+        args.agents,
         args.rate,
         args.kill_every_secs,
         dir.display()

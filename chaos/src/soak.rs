@@ -3,7 +3,10 @@
 //! intent, p99 of the agent's calls) and judged at the end as the matrix judges a trial, over
 //! every intent: never two, never unknown.
 //!
-//! One agent, one proxy at a time over one ledger and one journal. Each *generation* of the
+//! One proxy at a time over one ledger and one journal, with `agents` agents calling it at
+//! once on its one session (each at `rate`): with more than one, their money calls meet in
+//! the ledger's group commit (ADR 0009), so a SIGKILL lands while several intents share an
+//! open batch, and a duplicate can race its original. Each *generation* of the
 //! proxy serves for `kill_every` with the mock started under the next fault of [`FAULTS`]
 //! (aimed at the next few money calls), then is SIGKILLed wherever it is (calls in flight) and
 //! restarted: boot recovery takes over what it left. The load mixes new refunds, new
@@ -12,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use interlock_machine::State;
@@ -25,8 +29,12 @@ use crate::world::{self, Bins, PAYMENT};
 
 /// The longest soak the command accepts (a day).
 pub const MINUTES_MAX: u32 = 24 * 60;
-/// The most agent calls a second the command accepts.
+/// The most agent calls a second the command accepts (per agent).
 pub const RATE_MAX: u32 = 50;
+/// The most agents calling at once the command accepts.
+pub const AGENTS_MAX: u32 = 32;
+/// The longest a generation's closing burst runs before its SIGKILL (see `burst`).
+pub const BURST_KILL_AFTER_MS_MAX: u64 = 8;
 /// The most samples kept (a day of minutes).
 pub const SAMPLES_MAX: usize = 24 * 60;
 /// Latencies kept per sample for its p99.
@@ -58,8 +66,11 @@ pub struct SoakPlan {
     pub duration: Duration,
     /// How often a sample is taken.
     pub sample_every: Duration,
-    /// Agent calls a second.
+    /// Agent calls a second, per agent.
     pub rate: u32,
+    /// Agents calling at once, each on its own loop over the one session (1 to
+    /// [`AGENTS_MAX`]).
+    pub agents: u32,
     /// How long a proxy generation serves before it is SIGKILLed.
     pub kill_every: Duration,
     /// The seed the load derives from.
@@ -96,6 +107,10 @@ pub struct SoakOutcome {
     pub answers: BTreeMap<String, u64>,
     /// Generations SIGKILLed.
     pub kills: u64,
+    /// The most agent calls seen in flight at once.
+    pub in_flight_max: u32,
+    /// The most agent calls in flight when a SIGKILL landed.
+    pub killed_in_flight_max: u32,
     /// Entities the rail created.
     pub entities: usize,
     /// Intents in the ledger at the end, by state.
@@ -124,6 +139,30 @@ struct Asked {
     args: Map<String, Value>,
 }
 
+/// What the agents share: the load's generator and what was counted. Held for bookkeeping
+/// only, never across a call.
+struct Load {
+    rng: Rng,
+    asked: Vec<Asked>,
+    refunds: u64,
+    settlements: u64,
+    latencies: Vec<f64>,
+    next_sample: Instant,
+    in_flight: u32,
+    outcome: SoakOutcome,
+}
+
+/// The proxy back from the agents, once every one of their tasks has ended.
+fn sole(proxy: Arc<Proxy>) -> Result<Proxy, String> {
+    Arc::try_unwrap(proxy)
+        .map_err(|_| "an agent still holds the proxy after its task ended".to_owned())
+}
+
+fn lock(load: &Mutex<Load>) -> MutexGuard<'_, Load> {
+    // Bookkeeping only: a lane that panicked left counters, never a half-made call.
+    load.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 async fn soak(
     bins: &Bins,
     dir: PathBuf,
@@ -131,52 +170,68 @@ async fn soak(
     outcome: &mut SoakOutcome,
     started: Instant,
 ) -> Result<(), String> {
+    if !(1..=AGENTS_MAX).contains(&plan.agents) {
+        return Err(format!(
+            "{} agents: the soak takes 1 to {AGENTS_MAX}",
+            plan.agents
+        ));
+    }
     let files = files(bins, dir)?;
-    let mut rng = Rng::for_trial(plan.seed, "soak", 0);
-    let mut asked: Vec<Asked> = Vec::new();
-    let (mut refunds, mut settlements) = (0u64, 0u64);
-    let mut latencies: Vec<f64> = Vec::new();
-    let mut next_sample = started + plan.sample_every;
+    let load = Arc::new(Mutex::new(Load {
+        rng: Rng::for_trial(plan.seed, "soak", 0),
+        asked: Vec::new(),
+        refunds: 0,
+        settlements: 0,
+        latencies: Vec::new(),
+        next_sample: started + plan.sample_every,
+        in_flight: 0,
+        outcome: std::mem::take(outcome),
+    }));
     let end = started + plan.duration;
-    let pause = Duration::from_secs(1) / plan.rate;
     let mut generation = 0usize;
-    while Instant::now() < end {
+    let result = loop {
+        if Instant::now() >= end {
+            break Ok(());
+        }
         let faults = generation_faults(bins, &files, generation)?;
         let name = format!("g{generation}");
         let proxy = match proc::start_with(bins, &files, &name, None, &faults).await? {
-            Start::Serving(proxy) => *proxy,
+            Start::Serving(proxy) => Arc::new(*proxy),
             Start::Ended { how, .. } => {
-                return Err(format!("{name} ended before serving: {how:?}"));
+                break Err(format!("{name} ended before serving: {how:?}"));
             }
         };
         let kill_at = (Instant::now() + plan.kill_every).min(end);
-        while Instant::now() < kill_at {
-            let (what, tool, args) =
-                next_call(&mut rng, &mut asked, &mut refunds, &mut settlements);
-            *outcome.calls.entry(what).or_default() += 1;
-            let asked_at = Instant::now();
-            // The kill comes when it is due, mid-call or not: its answer then dies with it.
-            let reply = tokio::select! {
-                reply = proxy.call(tool, args) => reply,
-                () = tokio::time::sleep_until(kill_at.into()) => {
-                    *outcome.answers.entry("killed mid-call".to_owned()).or_default() += 1;
-                    break;
-                }
-            };
-            if latencies.len() < LATENCIES_PER_SAMPLE_MAX {
-                latencies.push(asked_at.elapsed().as_secs_f64() * 1e3);
+        let mut lanes = tokio::task::JoinSet::new();
+        for _ in 0..plan.agents {
+            let (proxy, load, files) = (Arc::clone(&proxy), Arc::clone(&load), files.clone());
+            let (sample_every, pause) = (plan.sample_every, Duration::from_secs(1) / plan.rate);
+            lanes.spawn(async move {
+                agent(&proxy, &load, &files, started, kill_at, sample_every, pause).await
+            });
+        }
+        let mut failed = None;
+        while let Some(lane) = lanes.join_next().await {
+            match lane {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed = failed.or(Some(e)),
+                Err(e) => failed = failed.or(Some(format!("an agent's task failed: {e}"))),
             }
-            *outcome.answers.entry(answer_of(&reply)).or_default() += 1;
-            if Instant::now() >= next_sample && outcome.samples.len() < SAMPLES_MAX {
-                outcome
-                    .samples
-                    .push(sample(&proxy, &files, started, &mut latencies)?);
-                next_sample += plan.sample_every;
-            }
-            tokio::time::sleep(pause).await;
+        }
+        if let Some(e) = failed {
+            let _ = sole(proxy)?.kill().await;
+            break Err(e);
         }
         if Instant::now() < end {
+            if plan.agents > 1 {
+                burst(&proxy, &load, plan.agents).await;
+            }
+            let proxy = sole(proxy)?;
+            // The calls the agents left in flight: the proxy is still serving them.
+            let in_flight = std::mem::take(&mut lock(&load).in_flight);
             let ended = proxy.kill().await;
+            let outcome = &mut lock(&load).outcome;
+            outcome.killed_in_flight_max = outcome.killed_in_flight_max.max(in_flight);
             if ended != Ended::Killed {
                 outcome.violations.push(format!(
                     "UNCLEAN_EXIT: {name} ended {ended:?} under SIGKILL"
@@ -185,16 +240,103 @@ async fn soak(
             outcome.kills += 1;
             generation += 1;
         } else {
-            settle(&proxy, &files, outcome).await?;
+            let proxy = sole(proxy)?;
+            let mut settled = SoakOutcome::default();
+            settle(&proxy, &files, &mut settled).await?;
             let ended = proxy.stop().await;
+            let outcome = &mut lock(&load).outcome;
+            outcome.violations.append(&mut settled.violations);
             if !ended.is_clean() {
                 outcome.violations.push(format!(
                     "UNCLEAN_EXIT: {name} ended {ended:?} when asked to stop"
                 ));
             }
         }
-    }
+    };
+    *outcome = std::mem::take(&mut lock(&load).outcome);
+    result?;
     judge(bins, &files, outcome)
+}
+
+/// One agent's loop on the generation's proxy until `kill_at`: the next call of the shared
+/// load, its answer counted, a sample taken when one is due.
+async fn agent(
+    proxy: &Proxy,
+    load: &Mutex<Load>,
+    files: &Files,
+    started: Instant,
+    kill_at: Instant,
+    sample_every: Duration,
+    pause: Duration,
+) -> Result<(), String> {
+    while Instant::now() < kill_at {
+        let asked_at = Instant::now();
+        if !call_once(proxy, load, kill_at).await {
+            return Ok(());
+        }
+        {
+            let mut shared = lock(load);
+            let shared = &mut *shared;
+            if shared.latencies.len() < LATENCIES_PER_SAMPLE_MAX {
+                shared
+                    .latencies
+                    .push(asked_at.elapsed().as_secs_f64() * 1e3);
+            }
+            if Instant::now() >= shared.next_sample && shared.outcome.samples.len() < SAMPLES_MAX {
+                let taken = sample(proxy, files, started, &mut shared.latencies)?;
+                shared.outcome.samples.push(taken);
+                shared.next_sample += sample_every;
+            }
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Ok(())
+}
+
+/// The next call of the shared load, counted in flight until it is answered; `false` when
+/// `deadline` came first. A call cut off by the deadline stays counted as in flight: the proxy
+/// is still serving it when the SIGKILL lands, and its answer dies with it.
+async fn call_once(proxy: &Proxy, load: &Mutex<Load>, deadline: Instant) -> bool {
+    let (tool, args) = {
+        let mut shared = lock(load);
+        let shared = &mut *shared;
+        let (what, tool, args) = next_call(
+            &mut shared.rng,
+            &mut shared.asked,
+            &mut shared.refunds,
+            &mut shared.settlements,
+        );
+        *shared.outcome.calls.entry(what).or_default() += 1;
+        shared.in_flight += 1;
+        shared.outcome.in_flight_max = shared.outcome.in_flight_max.max(shared.in_flight);
+        (tool, args)
+    };
+    let reply = tokio::select! {
+        reply = proxy.call(tool, args) => reply,
+        () = tokio::time::sleep_until(deadline.into()) => {
+            let mut shared = lock(load);
+            *shared.outcome.answers.entry("killed mid-call".to_owned()).or_default() += 1;
+            return false;
+        }
+    };
+    let mut shared = lock(load);
+    shared.in_flight -= 1;
+    *shared.outcome.answers.entry(answer_of(&reply)).or_default() += 1;
+    true
+}
+
+/// With several agents, a generation ends in a burst: every agent calls at once and the
+/// SIGKILL follows 1 to [`BURST_KILL_AFTER_MS_MAX`] ms later, while the burst's money calls
+/// are being decided, batched and sent, so the kill meets an open batch of several intents.
+async fn burst(proxy: &Arc<Proxy>, load: &Arc<Mutex<Load>>, agents: u32) {
+    let after = Duration::from_millis(lock(load).rng.between(1, BURST_KILL_AFTER_MS_MAX));
+    let deadline = Instant::now() + after;
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..agents {
+        let (proxy, load) = (Arc::clone(proxy), Arc::clone(load));
+        calls.spawn(async move { call_once(&proxy, &load, deadline).await });
+    }
+    while calls.join_next().await.is_some() {}
 }
 
 /// The trial files, with a mandate whose window and fee budget a day of load stays within.
@@ -481,7 +623,8 @@ pub fn results_markdown(
     let _ = writeln!(out, "- command: `{command}`");
     let _ = writeln!(
         out,
-        "- load: {} calls/s for {:.0} s, a SIGKILL every {} s, a sample every {} s, seed {}",
+        "- load: {} agent(s) at once, {} calls/s each, for {:.0} s, a SIGKILL every {} s, a sample every {} s, seed {}",
+        plan.agents,
         plan.rate,
         outcome.elapsed.as_secs_f64(),
         plan.kill_every.as_secs(),
@@ -491,10 +634,12 @@ pub fn results_markdown(
     let _ = writeln!(out, "- **{}**\n", summary(outcome));
     let _ = writeln!(
         out,
-        "Calls: {}. Answers: {}. Intents at the end: {}.\n",
+        "Calls: {}. Answers: {}. Intents at the end: {}. Calls in flight at once: at most {}; at a SIGKILL, at most {}.\n",
         join(&outcome.calls),
         join(&outcome.answers),
-        join(&outcome.states)
+        join(&outcome.states),
+        outcome.in_flight_max,
+        outcome.killed_in_flight_max
     );
     out.push_str("| t (s) | RSS (KiB) | fds | intents | ledger bytes / intent | calls | p99 (ms) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for s in &outcome.samples {

@@ -1,7 +1,9 @@
 //! The soak's slice in the test suite: one minute of mixed load (refunds, settlements, reads,
-//! duplicates) through the real binaries, the mock's faults changing with each generation and
-//! a SIGKILL every 20 s, judged over every intent as the soak judges an hour of it
-//! (`cargo run -p interlock-chaos --release -- soak` runs the hour).
+//! duplicates) from four agents at once through the real binaries, the mock's faults changing
+//! with each generation and a SIGKILL every 20 s, each landing on a burst of calls in flight
+//! (so on the ledger's group commit with several intents in an open batch), judged over every
+//! intent as the soak judges an hour of it (`cargo run -p interlock-chaos --release -- soak`
+//! runs the hour).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +24,7 @@ fn a_minute_of_mixed_load_with_kills_pays_nothing_twice_and_leaves_nothing_unkno
         duration: Duration::from_secs(60),
         sample_every: Duration::from_secs(15),
         rate: 4,
+        agents: 4,
         kill_every: Duration::from_secs(20),
         seed: 20_261_206,
     };
@@ -38,6 +41,9 @@ fn a_minute_of_mixed_load_with_kills_pays_nothing_twice_and_leaves_nothing_unkno
         "{text}"
     );
     assert!(outcome.samples.len() >= 3, "{text}");
+    // The agents overlapped, and a SIGKILL found several of their calls in flight.
+    assert!(outcome.in_flight_max >= 2, "{text}");
+    assert!(outcome.killed_in_flight_max >= 2, "{text}");
     assert!(
         outcome.samples.iter().all(|s| s.rss_kib > 0 && s.fds > 0),
         "{text}"
