@@ -16,7 +16,7 @@ const THREADS: usize = 16;
 const REFUNDS_EACH: usize = 8;
 
 fn proposals_at_once(
-    engine: &interlock_engine::Engine<Arc<interlock_engine::memory_rail::MemoryRail>>,
+    engine: &MemoryEngine,
     payment: impl Fn(usize, usize) -> String + Sync,
 ) -> Vec<Answer> {
     let barrier = &Barrier::new(THREADS);
@@ -43,21 +43,39 @@ fn proposals_at_once(
     })
 }
 
-#[test]
-fn concurrent_refunds_share_commits_and_keep_every_guarantee() {
-    let yaml = mandate_yaml().replace("max_calls: 40", "max_calls: 1000");
+type MemoryEngine = interlock_engine::Engine<Arc<interlock_engine::memory_rail::MemoryRail>>;
+
+/// An engine whose mandate allows `max_calls` refunds in its window, over a rail with one
+/// payment `pay_{prefix}{thread}x{n}` for each refund [`proposals_at_once`] makes.
+fn engine_over_payments(
+    prefix: &str,
+    max_calls: u32,
+) -> (
+    World,
+    Arc<interlock_engine::memory_rail::MemoryRail>,
+    MemoryEngine,
+) {
+    let yaml = mandate_yaml();
+    assert!(yaml.contains("max_calls: 40"), "the test mandate's window");
+    let yaml = yaml.replace("max_calls: 40", &format!("max_calls: {max_calls}"));
     let world = World::new();
     let rail = Arc::new(world.rail());
     for thread in 0..THREADS {
         for n in 0..REFUNDS_EACH {
-            rail.add_payment(&format!("pay_g{thread}x{n}"), 100_000, 0, None);
+            rail.add_payment(&format!("pay_{prefix}{thread}x{n}"), 100_000, 0, None);
         }
     }
     let engine = world.engine_with(
         Arc::clone(&rail),
-        "grouped",
+        prefix,
         Mandate::parse_yaml(&yaml).unwrap(),
     );
+    (world, rail, engine)
+}
+
+#[test]
+fn concurrent_refunds_share_commits_and_keep_every_guarantee() {
+    let (world, rail, engine) = engine_over_payments("g", 1000);
     let before = engine.ledger().commits();
     let answers = proposals_at_once(&engine, |thread, n| format!("pay_g{thread}x{n}"));
     let commits = engine.ledger().commits() - before;
@@ -85,19 +103,7 @@ fn concurrent_refunds_share_commits_and_keep_every_guarantee() {
 fn a_window_is_counted_across_one_batch() {
     // Every thread proposes at once into a window of one call: the usage each decision reads
     // includes the decisions made before it in the same, not yet committed, batch.
-    let yaml = mandate_yaml().replace("max_calls: 40", "max_calls: 1");
-    let world = World::new();
-    let rail = Arc::new(world.rail());
-    for thread in 0..THREADS {
-        for n in 0..REFUNDS_EACH {
-            rail.add_payment(&format!("pay_w{thread}x{n}"), 100_000, 0, None);
-        }
-    }
-    let engine = world.engine_with(
-        Arc::clone(&rail),
-        "window",
-        Mandate::parse_yaml(&yaml).unwrap(),
-    );
+    let (world, rail, engine) = engine_over_payments("w", 1);
     let answers = proposals_at_once(&engine, |thread, n| format!("pay_w{thread}x{n}"));
     let applied = answers
         .iter()
