@@ -156,7 +156,7 @@ fn the_chain_verifies_while_another_connection_appends() {
         rail.add_payment(&format!("pay_v{n}"), 100_000, 0, None);
     }
     let engine = world.engine(rail, "writer");
-    let verifier = interlock_engine::Ledger::open(&world.db()).unwrap();
+    let verifier = world.open_ledger();
     let done = std::sync::atomic::AtomicBool::new(false);
     let verified = std::thread::scope(|s| {
         let writer = s.spawn(|| {

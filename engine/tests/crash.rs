@@ -300,13 +300,15 @@ fn recovery_takes_back_a_lease_only_after_it_expires() {
     ));
     fail::remove("after_wal_before_call");
     drop(first);
-    let expires: u64 = raw(&world.db())
+    let expires: u64 = world
+        .raw()
         .query_row("SELECT lease_expires_at FROM intents", [], |row| row.get(0))
         .unwrap();
     let started = interlock_engine::Clock::now_ms(&*world.clock);
     let second = world.engine(Arc::clone(&rail), "p_next");
     second.recover().unwrap();
-    let expired_at: u64 = raw(&world.db())
+    let expired_at: u64 = world
+        .raw()
         .query_row(
             "SELECT ts FROM audit_log WHERE kind = 'LEASE_EXPIRED'",
             [],
@@ -398,7 +400,7 @@ fn a_pass_killed_after_reading_its_proof_leaves_nothing_committed() {
         "the point fired before the pass read a page"
     );
     drop(dead);
-    let db = raw(&world.db());
+    let db = world.raw();
     let (state, findings): (String, u32) = db
         .query_row(
             "SELECT state, (SELECT count(*) FROM recon_findings) FROM intents",

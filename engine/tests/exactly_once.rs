@@ -168,7 +168,7 @@ fn a_list_read_before_the_rails_lag_has_passed_proves_nothing() {
     rail.script([ExecFault::TimeoutAfterApply]);
     let mut config = interlock_engine::EngineConfig::new("p1");
     config.rail_lag_ms = 3_000;
-    let ledger = interlock_engine::Ledger::open(&world.db()).unwrap();
+    let ledger = world.open_ledger();
     let engine =
         interlock_engine::Engine::new(ledger, rail, world.clock.clone(), mandate(), config)
             .unwrap();
@@ -214,7 +214,7 @@ fn a_permanent_partition_ends_quarantined_after_six_passes() {
         .unwrap();
     assert_eq!(retry.outcome, Outcome::Quarantined);
     assert_eq!(retry.reason_code, ReasonCode::Quarantined);
-    let findings: i64 = raw(&world.db())
+    let findings: i64 = world.raw()
         .query_row(
             "SELECT count(*) FROM recon_findings WHERE sik = ?1 AND outcome IN ('INCONCLUSIVE', 'QUARANTINED')",
             [sik.as_str()],
@@ -291,7 +291,7 @@ fn a_distinct_reason_makes_a_second_identical_refund_a_new_intent() {
     assert_eq!(b.outcome, Outcome::Applied);
     assert_ne!(a.sik, b.sik);
     assert_eq!(engine.rail().entities().len(), 2);
-    let reason: String = raw(&world.db())
+    let reason: String = world.raw()
         .query_row(
             "SELECT json_extract(payload_json, '$.distinct_reason') FROM audit_log
              WHERE kind = 'INTENT_PROPOSED' AND json_extract(payload_json, '$.distinct_reason') IS NOT NULL",
@@ -319,7 +319,8 @@ fn a_settlement_is_bounded_by_the_balance_and_drawn_from_it() {
         over.message
     );
     // A refusal is decided and recorded, but creates no intent (ADR 0004, decision 5).
-    let (outcome, code, sik): (String, String, Option<String>) = raw(&world.db())
+    let (outcome, code, sik): (String, String, Option<String>) = world
+        .raw()
         .query_row(
             "SELECT outcome, reason_code, sik FROM decisions ORDER BY id DESC LIMIT 1",
             [],
@@ -353,7 +354,8 @@ fn a_settlement_that_cannot_be_reconciled_by_stamp_waits_for_a_human() {
     let retry = engine.propose(&settlement(100_000), Some(&live())).unwrap();
     assert_eq!(retry.outcome, Outcome::Quarantined, "{retry:?}");
     assert_eq!(engine.rail().executed().len(), 1, "never sent again");
-    let finding: String = raw(&world.db())
+    let finding: String = world
+        .raw()
         .query_row("SELECT outcome FROM recon_findings", [], |row| row.get(0))
         .unwrap();
     assert_eq!(finding, "QUARANTINED");
@@ -384,7 +386,8 @@ fn a_pass_whose_proof_the_machine_refuses_is_inconclusive_not_stuck() {
         interlock_engine::reconcile::PassResult::Concluded(State::Unknown),
         "{passes:?}"
     );
-    let refused: String = raw(&world.db())
+    let refused: String = world
+        .raw()
         .query_row(
             "SELECT json_extract(detail_json, '$.refused_conclusion') FROM recon_findings",
             [],

@@ -9,7 +9,7 @@ use interlock_engine::{Ledger, Outcome};
 
 #[test]
 fn the_ledger_opens_only_in_a_durable_configuration() {
-    let world = World::new();
+    let world = World::on_sqlite();
     let ledger = Ledger::open(&world.db()).unwrap();
     let pragmas = ledger.pragmas().unwrap();
     assert_eq!(pragmas.journal_mode, "wal");
@@ -32,7 +32,7 @@ fn the_ledger_opens_only_in_a_durable_configuration() {
 fn processes_opening_a_fresh_ledger_at_once_all_succeed() {
     const OPENERS: usize = 4;
     for round in 0..8 {
-        let world = World::new();
+        let world = World::on_sqlite();
         let db = world.db();
         let start = std::sync::Arc::new(std::sync::Barrier::new(OPENERS));
         let openers: Vec<_> = (0..OPENERS)
@@ -56,7 +56,7 @@ fn processes_opening_a_fresh_ledger_at_once_all_succeed() {
 
 #[test]
 fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
-    let world = World::new();
+    let world = World::on_sqlite();
     drop(Ledger::open(&world.db()).unwrap());
     raw(&world.db())
         .pragma_update(None, "user_version", 7)
@@ -71,7 +71,7 @@ fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
         .unwrap();
     assert_eq!(version, 7);
     // Reopening a current ledger runs no migration twice.
-    let other = World::new();
+    let other = World::on_sqlite();
     drop(Ledger::open(&other.db()).unwrap());
     assert_eq!(
         Ledger::open(&other.db())
@@ -87,7 +87,7 @@ fn a_ledger_from_a_newer_interlock_is_refused_untouched() {
 fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
     // A ledger with a real refund in it (intent, attempt, audit chain), taken back to version 1
     // by running migration 2's rebuild with version 1's kind CHECK.
-    let world = World::new();
+    let world = World::on_sqlite();
     let engine = world.engine(world.rail(), "p1");
     let answer = engine
         .propose(&refund("pay_1002", 50_000), Some(&live()))
@@ -197,7 +197,7 @@ fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<
 
 #[test]
 fn the_schema_refuses_what_the_machine_never_writes() {
-    let world = World::new();
+    let world = World::on_sqlite();
     drop(Ledger::open(&world.db()).unwrap());
     let db = world.db();
     let refused = [
@@ -247,7 +247,7 @@ fn the_schema_refuses_what_the_machine_never_writes() {
 
 /// A ledger with eight audit records: two refunds, each PROPOSED, AUTHORIZED, IN_FLIGHT, APPLIED.
 fn busy_ledger() -> World {
-    let world = World::new();
+    let world = World::on_sqlite();
     let engine = world.engine(world.rail(), "p1");
     for (payment, amount) in [("pay_1002", 50_000), ("pay_2000", 70_000)] {
         let answer = engine
@@ -365,7 +365,7 @@ fn a_state_written_behind_the_logs_back_is_found() {
 /// in SQL that drifted from the machine would count (or stop counting) money behind its back.
 #[test]
 fn the_counted_states_table_is_the_machines_predicate() {
-    let world = World::new();
+    let world = World::on_sqlite();
     drop(Ledger::open(&world.db()).unwrap());
     let conn = rusqlite::Connection::open(world.db()).unwrap();
     let mut statement = conn
@@ -391,7 +391,7 @@ fn the_counted_states_table_is_the_machines_predicate() {
 #[test]
 fn the_schemas_lease_rule_is_the_machines_predicate() {
     use interlock_machine::State;
-    let world = World::new();
+    let world = World::on_sqlite();
     drop(Ledger::open(&world.db()).unwrap());
     let db = world.db();
     for state in State::ALL {
@@ -507,7 +507,7 @@ fn a_value_the_types_cannot_hold_is_an_error_naming_its_column() {
 
 #[test]
 fn one_boot_has_one_clock_anchor_and_a_new_boot_never_goes_back() {
-    let world = World::new();
+    let world = World::on_sqlite();
     let engine = world.engine(world.rail(), "p1");
     engine
         .propose(&refund("pay_1002", 1_000), Some(&live()))
@@ -550,7 +550,7 @@ fn one_boot_has_one_clock_anchor_and_a_new_boot_never_goes_back() {
 /// release took them: authorised.
 #[test]
 fn a_ledger_written_by_the_previous_release_opens_and_verifies() {
-    let world = World::new();
+    let world = World::on_sqlite();
     let db = world.db();
     std::fs::copy(
         concat!(
@@ -610,7 +610,7 @@ fn the_checkpoint_thread_copies_the_wal_into_the_database() {
     use interlock_engine::ledger::checkpoint::{
         CHECKPOINT_EVERY, WAL_AUTOCHECKPOINT_BACKSTOP_PAGES,
     };
-    let world = World::new();
+    let world = World::on_sqlite();
     let ledger = Ledger::open(&world.db()).unwrap();
     assert_eq!(
         ledger.pragmas().unwrap().wal_autocheckpoint_pages,

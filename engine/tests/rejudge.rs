@@ -148,7 +148,8 @@ fn an_approval_after_the_mandate_expired_or_with_a_drifted_tool_is_refused() {
         "{approval:?}"
     );
     assert!(engine.rail().executed().is_empty());
-    let by: i64 = raw(&world.db())
+    let by: i64 = world
+        .raw()
         .query_row(
             "SELECT count(*) FROM audit_log WHERE kind = 'HOLD_RELEASED'",
             [],
@@ -185,7 +186,8 @@ fn an_approval_is_recorded_with_who_why_and_what_it_binds_to() {
         i64,
         String,
         String,
-    ) = raw(&world.db())
+    ) = world
+        .raw()
         .query_row(
             "SELECT json_extract(payload_json, '$.context.by'),
                     json_extract(payload_json, '$.context.why'),
@@ -241,7 +243,8 @@ fn an_approval_under_another_mandate_is_refused_and_the_intent_stays_held() {
     let refused = other
         .approve(&held, "ops@example", "looks fine", Some(&live()))
         .unwrap_err();
-    let (state, mandate_hash): (String, String) = raw(&world.db())
+    let (state, mandate_hash): (String, String) = world
+        .raw()
         .query_row(
             "SELECT state, mandate_hash FROM intents WHERE sik = ?1",
             [held.sik.as_str()],

@@ -20,7 +20,8 @@ fn key(sik: &interlock_spec::ids::Sik) -> interlock_engine::IntentKey {
 
 /// The intent's state, entity and moved amount, as the row holds them.
 fn row(world: &World, sik: &str) -> (String, Option<String>, Option<i64>) {
-    raw(&world.db())
+    world
+        .raw()
         .query_row(
             "SELECT state, rail_entity_id, moved_minor FROM intents WHERE sik = ?1",
             [sik],
@@ -30,7 +31,8 @@ fn row(world: &World, sik: &str) -> (String, Option<String>, Option<i64>) {
 }
 
 fn window_amount(world: &World) -> i64 {
-    raw(&world.db())
+    world
+        .raw()
         .query_row(
             "SELECT coalesce(sum(amount_minor), 0) FROM window_buckets",
             [],
@@ -62,7 +64,7 @@ fn an_entity_that_moved_another_amount_is_quarantined_with_both_figures() {
     // The windows count what the rail moved, not what was authorised.
     assert_eq!(window_amount(&world), 50_001);
     // The audit record of the quarantine carries both figures.
-    let (reason, moved): (String, i64) = raw(&world.db())
+    let (reason, moved): (String, i64) = world.raw()
         .query_row(
             "SELECT json_extract(payload_json, '$.reason'), json_extract(payload_json, '$.moved_minor')
              FROM audit_log WHERE kind = 'RAIL_APPLIED'",
@@ -135,7 +137,8 @@ fn the_reconciler_checks_the_entity_it_finds_too() {
         ("QUARANTINED".into(), Some(entity), Some(50_001))
     );
     assert_eq!(window_amount(&world), 50_001);
-    let differences: String = raw(&world.db())
+    let differences: String = world
+        .raw()
         .query_row(
             "SELECT json_extract(detail_json, '$.terms_differ') FROM recon_findings",
             [],

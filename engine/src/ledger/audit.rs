@@ -5,11 +5,11 @@
 //! in the same transaction. [`verify`] walks the log and names the first seq that does not hold:
 //! an edited byte, a deleted row, two swapped rows and a truncated tail are each found there.
 
-use crate::ledger::Cached;
+use super::Reader;
+use super::sql::{DbError, DbResult, Optional, Sql, params};
 use interlock_machine::Record;
 use interlock_spec::canonical::canonical_json;
 use interlock_spec::hash::sha256_hex;
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 /// The text whose SHA-256 is the chain's first `prev_hash`.
@@ -54,44 +54,47 @@ pub struct ChainReport {
 
 /// Why verification stopped.
 #[derive(Debug)]
-pub enum VerifyFailure {
+pub(crate) enum VerifyFailure {
     /// The chain is broken.
     Broken(ChainBreak),
-    /// SQLite failed.
-    Sqlite(rusqlite::Error),
+    /// The ledger could not be read.
+    Db(DbError),
 }
 
-impl From<rusqlite::Error> for VerifyFailure {
-    fn from(error: rusqlite::Error) -> VerifyFailure {
-        VerifyFailure::Sqlite(error)
+impl From<DbError> for VerifyFailure {
+    fn from(error: DbError) -> VerifyFailure {
+        VerifyFailure::Db(error)
     }
 }
 
-pub(crate) fn next_seq(conn: &Connection) -> rusqlite::Result<u64> {
+pub(crate) fn next_seq(conn: &dyn Sql) -> DbResult<u64> {
     let head: Option<u64> = conn
-        .row("SELECT seq FROM audit_head WHERE id = 1", [], |row| {
-            row.get(0)
-        })
+        .row(
+            "SELECT seq FROM audit_head WHERE id = 1",
+            params![],
+            |row| row.get(0),
+        )
         .optional()?;
     Ok(head.unwrap_or(0) + 1)
 }
 
 pub(crate) fn append(
-    conn: &Connection,
+    conn: &dyn Sql,
     seq: u64,
     ts: u64,
     kind: &str,
     payload: &Value,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     let prev: Option<String> = conn
-        .row("SELECT hash FROM audit_head WHERE id = 1", [], |row| {
-            row.get(0)
-        })
+        .row(
+            "SELECT hash FROM audit_head WHERE id = 1",
+            params![],
+            |row| row.get(0),
+        )
         .optional()?;
     let prev = prev.unwrap_or_else(genesis);
-    let hash = record_hash(&prev, seq, ts, kind, payload).ok_or_else(|| {
-        rusqlite::Error::ToSqlConversionFailure("an audit payload without a canonical form".into())
-    })?;
+    let hash = record_hash(&prev, seq, ts, kind, payload)
+        .ok_or_else(|| DbError::Bind("an audit payload without a canonical form".to_owned()))?;
     conn.exec(
         "INSERT INTO audit_log (seq, ts, kind, payload_json, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -109,58 +112,80 @@ pub(crate) fn append(
 /// read is made in one read transaction, so one snapshot: a writer appending while the walk runs
 /// (another proxy on the file, an operator's `ledger verify` beside a serving proxy) must not
 /// make a log read before its append and a head read after it look like a broken chain.
-pub fn verify(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
-    // Deferred: the snapshot is taken by the first read and held to the end; dropped, it rolls
-    // back, having written nothing.
-    let snapshot = conn.unchecked_transaction()?;
-    verify_in(&snapshot)
+pub(crate) fn verify(reader: &Reader) -> Result<ChainReport, VerifyFailure> {
+    let mut found = None;
+    let report = reader.snapshot(|conn| match verify_in(conn) {
+        Ok(report) => Ok(Some(report)),
+        Err(VerifyFailure::Broken(broken)) => {
+            found = Some(broken);
+            Ok(None)
+        }
+        Err(VerifyFailure::Db(error)) => Err(error),
+    })?;
+    match (report, found) {
+        (Some(report), _) => Ok(report),
+        (None, Some(broken)) => Err(VerifyFailure::Broken(broken)),
+        (None, None) => unreachable!("a walk that found no break returns its report"),
+    }
 }
 
-fn verify_in(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
+fn verify_in(conn: &dyn Sql) -> Result<ChainReport, VerifyFailure> {
     let broken =
         |seq: u64, problem: String| Err(VerifyFailure::Broken(ChainBreak { seq, problem }));
-    let mut statement = conn.prepare(
-        "SELECT seq, ts, kind, payload_json, prev_hash, hash FROM audit_log ORDER BY seq",
-    )?;
-    let mut rows = statement.query([])?;
     let mut expected_seq = 1u64;
     let mut prev = genesis();
-    while let Some(row) = rows.next()? {
-        let seq: u64 = row.get(0)?;
-        let ts: u64 = row.get(1)?;
-        let kind: String = row.get(2)?;
-        let payload: String = row.get(3)?;
-        let prev_hash: String = row.get(4)?;
-        let hash: String = row.get(5)?;
-        if seq != expected_seq {
-            return broken(
-                expected_seq,
-                format!("missing; the next record is seq {seq}"),
-            );
-        }
-        if prev_hash != prev {
-            return broken(
-                seq,
-                "prev_hash does not match the record before it".to_owned(),
-            );
-        }
-        let Ok(payload) = serde_json::from_str::<Value>(&payload) else {
-            return broken(seq, "payload is not JSON".to_owned());
-        };
-        let Some(recomputed) = record_hash(&prev, seq, ts, &kind, &payload) else {
-            return broken(seq, "payload has no canonical form".to_owned());
-        };
-        if recomputed != hash {
-            return broken(seq, "hash does not match the record's contents".to_owned());
-        }
-        prev = hash;
-        expected_seq += 1;
+    let mut found: Option<(u64, String)> = None;
+    conn.each(
+        "SELECT seq, ts, kind, payload_json, prev_hash, hash FROM audit_log ORDER BY seq",
+        params![],
+        &mut |row| {
+            let seq: u64 = row.get(0)?;
+            let ts: u64 = row.get(1)?;
+            let kind: String = row.get(2)?;
+            let payload: String = row.get(3)?;
+            let prev_hash: String = row.get(4)?;
+            let hash: String = row.get(5)?;
+            let problem = if seq != expected_seq {
+                Some((
+                    expected_seq,
+                    format!("missing; the next record is seq {seq}"),
+                ))
+            } else if prev_hash != prev {
+                Some((
+                    seq,
+                    "prev_hash does not match the record before it".to_owned(),
+                ))
+            } else {
+                match serde_json::from_str::<Value>(&payload) {
+                    Err(_) => Some((seq, "payload is not JSON".to_owned())),
+                    Ok(payload) => match record_hash(&prev, seq, ts, &kind, &payload) {
+                        None => Some((seq, "payload has no canonical form".to_owned())),
+                        Some(recomputed) if recomputed != hash => {
+                            Some((seq, "hash does not match the record's contents".to_owned()))
+                        }
+                        Some(_) => None,
+                    },
+                }
+            };
+            if problem.is_some() {
+                found = problem;
+                return Ok(false);
+            }
+            prev = hash;
+            expected_seq += 1;
+            Ok(true)
+        },
+    )?;
+    if let Some((seq, problem)) = found {
+        return broken(seq, problem);
     }
     let records = expected_seq - 1;
     let head: Option<(u64, String)> = conn
-        .row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
+        .row(
+            "SELECT seq, hash FROM audit_head WHERE id = 1",
+            params![],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
         .optional()?;
     match head {
         None if records == 0 => {}
@@ -177,8 +202,9 @@ fn verify_in(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
         Some(_) => {}
     }
     // Every row names the audit record of its latest change; none may point past the end.
-    let newest: Option<u64> =
-        conn.row("SELECT max(audit_seq) FROM intents", [], |row| row.get(0))?;
+    let newest: Option<u64> = conn.row("SELECT max(audit_seq) FROM intents", params![], |row| {
+        row.get(0)
+    })?;
     if let Some(newest) = newest
         && newest > records
     {
@@ -196,72 +222,85 @@ fn verify_in(conn: &Connection) -> Result<ChainReport, VerifyFailure> {
 
 /// Every intent row must be what its latest audit record says it became: a row edited behind
 /// the log's back (a `state` written by hand) is found here, at that record's seq.
-fn rows_match_their_records(conn: &Connection) -> Result<(), VerifyFailure> {
-    let mut statement = conn.prepare(
+fn rows_match_their_records(conn: &dyn Sql) -> Result<(), VerifyFailure> {
+    let mut found: Option<ChainBreak> = None;
+    conn.each(
         "SELECT i.sik, i.state, i.attempt_seq, i.reconcile_inconclusive, i.rail_entity_id,
                 i.audit_seq, a.payload_json
          FROM intents i LEFT JOIN audit_log a ON a.seq = i.audit_seq",
+        params![],
+        &mut |row| {
+            let sik: String = row.get(0)?;
+            let state: String = row.get(1)?;
+            let attempt_seq: u32 = row.get(2)?;
+            let inconclusive: u32 = row.get(3)?;
+            let entity: Option<String> = row.get(4)?;
+            let seq: u64 = row.get(5)?;
+            let payload: Option<String> = row.get(6)?;
+            found = row_against_record(sik, state, attempt_seq, inconclusive, entity, seq, payload);
+            Ok(found.is_none())
+        },
     )?;
-    let mut rows = statement.query([])?;
-    while let Some(row) = rows.next()? {
-        let sik: String = row.get(0)?;
-        let state: String = row.get(1)?;
-        let attempt_seq: u32 = row.get(2)?;
-        let inconclusive: u32 = row.get(3)?;
-        let entity: Option<String> = row.get(4)?;
-        let seq: u64 = row.get(5)?;
-        let payload: Option<String> = row.get(6)?;
-        let record = payload
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|payload| serde_json::from_value::<Record>(payload["record"].clone()).ok());
-        let core = match record {
-            Some(Record::Inserted { core, .. }) | Some(Record::Transition { to: core, .. }) => core,
-            _ => {
-                return Err(VerifyFailure::Broken(ChainBreak {
-                    seq,
-                    problem: format!("intent {sik} names seq {seq}, which records no state"),
-                }));
-            }
-        };
-        let matches = core.sik.as_str() == sik
-            && core.state.as_str() == state
-            && core.attempt_seq == attempt_seq
-            && core.reconcile_inconclusive == inconclusive
-            && core.entity_id == entity;
-        if !matches {
-            return Err(VerifyFailure::Broken(ChainBreak {
-                seq,
-                problem: format!(
-                    "intent {sik} reads {state} attempt {attempt_seq}, but seq {seq} recorded {} attempt {}",
-                    core.state, core.attempt_seq
-                ),
-            }));
-        }
+    match found {
+        Some(broken) => Err(VerifyFailure::Broken(broken)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Where one intent row differs from the audit record it names, if it does.
+fn row_against_record(
+    sik: String,
+    state: String,
+    attempt_seq: u32,
+    inconclusive: u32,
+    entity: Option<String>,
+    seq: u64,
+    payload: Option<String>,
+) -> Option<ChainBreak> {
+    let record = payload
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|payload| serde_json::from_value::<Record>(payload["record"].clone()).ok());
+    let core = match record {
+        Some(Record::Inserted { core, .. }) | Some(Record::Transition { to: core, .. }) => core,
+        _ => {
+            return Some(ChainBreak {
+                seq,
+                problem: format!("intent {sik} names seq {seq}, which records no state"),
+            });
+        }
+    };
+    let matches = core.sik.as_str() == sik
+        && core.state.as_str() == state
+        && core.attempt_seq == attempt_seq
+        && core.reconcile_inconclusive == inconclusive
+        && core.entity_id == entity;
+    (!matches).then(|| ChainBreak {
+        seq,
+        problem: format!(
+            "intent {sik} reads {state} attempt {attempt_seq}, but seq {seq} recorded {} attempt {}",
+            core.state, core.attempt_seq
+        ),
+    })
 }
 
 /// The state records of the log, as the machine's invariant predicates read them. Every
 /// record the engine writes is one; a record that does not decode is an error, never skipped
 /// (the predicates would otherwise judge a partial history).
-pub fn records(conn: &Connection) -> rusqlite::Result<Vec<Record>> {
-    let mut statement = conn.prepare("SELECT seq, payload_json FROM audit_log ORDER BY seq")?;
-    let rows = statement
-        .query_map([], |row| {
-            Ok((row.get::<_, u64>(0)?, row.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+pub(crate) fn records(conn: &dyn Sql) -> DbResult<Vec<Record>> {
+    let rows = conn.query(
+        "SELECT seq, payload_json FROM audit_log ORDER BY seq",
+        params![],
+    )?;
     rows.iter()
-        .map(|(seq, text)| {
-            serde_json::from_str::<Value>(text)
+        .map(|row| {
+            let seq: u64 = row.get(0)?;
+            let text: String = row.get(1)?;
+            serde_json::from_str::<Value>(&text)
                 .ok()
                 .and_then(|payload| serde_json::from_value(payload["record"].clone()).ok())
-                .ok_or_else(|| {
-                    rusqlite::Error::FromSqlConversionFailure(
-                        1,
-                        rusqlite::types::Type::Text,
-                        format!("audit record {seq} holds no machine record").into(),
-                    )
+                .ok_or_else(|| DbError::Convert {
+                    index: 1,
+                    problem: format!("audit record {seq} holds no machine record"),
                 })
         })
         .collect()

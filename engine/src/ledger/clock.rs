@@ -1,7 +1,7 @@
 //! The ledger's side of its clock (ADR 0007): one wall-time anchor per boot of the host.
 
-use super::{ApplyError, Cached, Ledger};
-use rusqlite::{OptionalExtension, params};
+use super::sql::{Optional, params};
+use super::{ApplyError, Ledger};
 
 /// The anchor of ledger time on one boot of the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +47,13 @@ impl Ledger {
             let newest: i64 = tx
                 .row(
                     "SELECT coalesce(max(updated_at), 0) FROM intents",
-                    [],
+                    params![],
                     |row| row.get(0),
                 )
                 .map_err(|e| self.err(e))?;
             let elapsed = i64::try_from(boot_elapsed_ms).unwrap_or(i64::MAX);
             let anchor = wall_said.max(newest.saturating_sub(elapsed));
-            tx.execute(
+            tx.exec(
                 "INSERT INTO clock_anchors (boot_id, wall_at_boot_ms, wall_said_ms) VALUES (?1, ?2, ?3)",
                 params![boot_id, anchor, wall_said],
             )

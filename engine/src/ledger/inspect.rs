@@ -4,14 +4,13 @@
 //! without a machine record) is an error naming the table and the column, never a blank in the
 //! output. JSON keys are the schema's column names.
 
+use crate::ledger::sql::{DbError, DbResult, Dialect, Row, Sql, params};
 use crate::ledger::{Ledger, LedgerError};
 use interlock_driver::gates::GateResult;
 use interlock_driver::rail::RailCall;
 use interlock_machine::{Record, State, Verdict};
 use interlock_spec::action::ActionKind;
 use interlock_spec::ids::Sik;
-use rusqlite::types::Type;
-use rusqlite::{Connection, Row, params};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -200,25 +199,21 @@ pub struct AuditContext {
 }
 
 /// A column that holds JSON, read as `T`; an error names the column.
-fn json_column<T: DeserializeOwned>(
-    row: &Row<'_>,
-    index: usize,
-    column: &str,
-) -> rusqlite::Result<T> {
+fn json_column<T: DeserializeOwned>(row: &Row, index: usize, column: &str) -> DbResult<T> {
     let text: String = row.get(index)?;
     serde_json::from_str(&text).map_err(|e| conversion(index, format!("{column}: {e}")))
 }
 
-fn conversion(index: usize, problem: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, problem.into())
+fn conversion(index: usize, problem: String) -> DbError {
+    DbError::Convert { index, problem }
 }
 
-fn intent_row(row: &Row<'_>) -> rusqlite::Result<IntentRow> {
+fn intent_row(row: &Row) -> DbResult<IntentRow> {
     let state: String = row.get(10)?;
     let kind: String = row.get(3)?;
     Ok(IntentRow {
         merchant_id: row.get(0)?,
-        sik: Sik::parse(&row.get::<_, String>(1)?)
+        sik: Sik::parse(&row.get::<String>(1)?)
             .map_err(|e| conversion(1, format!("intents.sik: {e}")))?,
         tool: row.get(2)?,
         kind: serde_json::from_value(Value::String(kind.clone()))
@@ -253,7 +248,7 @@ const INTENT: &str = "SELECT merchant_id, sik, tool, kind, subject_id, amount_mi
         mandate_hash, audit_seq, counted_at, first_seen_at, updated_at
     FROM intents WHERE merchant_id = ?1 AND sik = ?2";
 
-fn decision_row(row: &Row<'_>) -> rusqlite::Result<DecisionRow> {
+fn decision_row(row: &Row) -> DbResult<DecisionRow> {
     let verdict: String = row.get(5)?;
     Ok(DecisionRow {
         id: row.get(0)?,
@@ -276,7 +271,7 @@ const DECISIONS: &str = "SELECT id, instance_id, agent_id, tool, mandate_hash, v
         reason_code, gates_json, decided_at, audit_seq
     FROM decisions WHERE merchant_id = ?1 AND sik = ?2 ORDER BY id";
 
-fn attempt_row(row: &Row<'_>) -> rusqlite::Result<AttemptRow> {
+fn attempt_row(row: &Row) -> DbResult<AttemptRow> {
     Ok(AttemptRow {
         attempt_seq: row.get(0)?,
         started_at: row.get(1)?,
@@ -293,7 +288,7 @@ const ATTEMPTS: &str = "SELECT attempt_seq, started_at, finished_at, outcome, ra
         fee_minor, tax_minor, detail
     FROM intent_attempts WHERE merchant_id = ?1 AND sik = ?2 ORDER BY attempt_seq";
 
-fn finding_row(row: &Row<'_>) -> rusqlite::Result<FindingRow> {
+fn finding_row(row: &Row) -> DbResult<FindingRow> {
     Ok(FindingRow {
         id: row.get(0)?,
         attempt_seq: row.get(1)?,
@@ -311,7 +306,7 @@ const FINDINGS: &str = "SELECT id, attempt_seq, outcome, pages_scanned, paginati
         lag_elapsed, matched_entity_id, queried_at, detail_json
     FROM recon_findings WHERE merchant_id = ?1 AND sik = ?2 ORDER BY id";
 
-fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
+fn audit_row(row: &Row) -> DbResult<AuditRow> {
     let seq: u64 = row.get(0)?;
     let payload: Value = json_column(row, 3, "audit_log.payload_json")?;
     let record = serde_json::from_value(payload["record"].clone()).map_err(|e| {
@@ -335,31 +330,41 @@ fn audit_row(row: &Row<'_>) -> rusqlite::Result<AuditRow> {
 
 /// An intent's records name it in their machine record: the inserted core, or the core a
 /// transition left.
-const AUDIT: &str = "SELECT seq, ts, kind, payload_json, hash FROM audit_log
+/// Written in each dialect: the one statement of this module that reads inside JSON.
+const AUDIT_SQLITE: &str = "SELECT seq, ts, kind, payload_json, hash FROM audit_log
     WHERE json_extract(payload_json, '$.merchant_id') = ?1
       AND coalesce(json_extract(payload_json, '$.record.core.sik'),
                    json_extract(payload_json, '$.record.from.sik')) = ?2
     ORDER BY seq";
+const AUDIT_POSTGRES: &str = "SELECT seq, ts, kind, payload_json, hash FROM audit_log
+    WHERE CAST(payload_json AS jsonb) ->> 'merchant_id' = ?1
+      AND coalesce(CAST(payload_json AS jsonb) #>> '{record,core,sik}',
+                   CAST(payload_json AS jsonb) #>> '{record,from,sik}') = ?2
+    ORDER BY seq";
 
 fn all<T>(
-    conn: &Connection,
+    conn: &dyn Sql,
     sql: &str,
     key: (&str, &str),
-    map: fn(&Row<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<Vec<T>> {
-    let mut statement = conn.prepare(sql)?;
-    let rows = statement.query_map(params![key.0, key.1], map)?;
-    rows.collect()
+    map: fn(&Row) -> DbResult<T>,
+) -> DbResult<Vec<T>> {
+    conn.query(sql, params![key.0, key.1])?
+        .iter()
+        .map(map)
+        .collect()
 }
 
-fn detail(conn: &Connection, merchant: &str, sik: &str) -> rusqlite::Result<IntentDetail> {
+fn detail(conn: &dyn Sql, merchant: &str, sik: &str) -> DbResult<IntentDetail> {
     let key = (merchant, sik);
     Ok(IntentDetail {
-        intent: conn.query_row(INTENT, params![merchant, sik], intent_row)?,
+        intent: conn.row(INTENT, params![merchant, sik], intent_row)?,
         decisions: all(conn, DECISIONS, key, decision_row)?,
         attempts: all(conn, ATTEMPTS, key, attempt_row)?,
         findings: all(conn, FINDINGS, key, finding_row)?,
-        audit: all(conn, AUDIT, key, audit_row)?,
+        audit: match conn.dialect() {
+            Dialect::Sqlite => all(conn, AUDIT_SQLITE, key, audit_row)?,
+            Dialect::Postgres => all(conn, AUDIT_POSTGRES, key, audit_row)?,
+        },
     })
 }
 
@@ -367,21 +372,19 @@ impl Ledger {
     /// Every intent with this SIK (one per merchant account that has it; in practice one), in
     /// full. Empty if there is none.
     pub fn intent_detail(&self, sik: &Sik) -> Result<Vec<IntentDetail>, LedgerError> {
-        let conn = self.conn();
-        let read = || -> rusqlite::Result<Vec<IntentDetail>> {
-            // One snapshot for the row and its decisions, attempts, findings and records: read
-            // beside a serving proxy, they must not come from two moments.
-            let conn = conn.unchecked_transaction()?;
-            let mut merchants = conn
-                .prepare("SELECT merchant_id FROM intents WHERE sik = ?1 ORDER BY merchant_id")?;
-            let merchants = merchants
-                .query_map(params![sik.as_str()], |row| row.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            merchants
-                .iter()
-                .map(|merchant| detail(&conn, merchant, sik.as_str()))
-                .collect()
-        };
-        read().map_err(|e| self.err(e))
+        // One snapshot for the row and its decisions, attempts, findings and records: read
+        // beside a serving proxy, they must not come from two moments.
+        self.conn()
+            .snapshot(|conn| {
+                let merchants = conn.query(
+                    "SELECT merchant_id FROM intents WHERE sik = ?1 ORDER BY merchant_id",
+                    params![sik.as_str()],
+                )?;
+                merchants
+                    .iter()
+                    .map(|row| detail(conn, &row.get::<String>(0)?, sik.as_str()))
+                    .collect()
+            })
+            .map_err(|e| self.err(e))
     }
 }

@@ -20,7 +20,9 @@ pub mod audit;
 pub mod checkpoint;
 pub mod clock;
 pub mod inspect;
+mod postgres;
 mod rows;
+pub(crate) mod sql;
 pub mod usage;
 mod writer;
 
@@ -33,12 +35,13 @@ use interlock_group_commit::GroupCommit;
 use interlock_machine::{Effect, EntityRef, Event, EventKind, Illegal, IntentCore, State, step};
 use interlock_spec::ids::{MerchantId, Sik};
 use interlock_spec::mandate::Mandate;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags};
 use serde_json::json;
+use sql::{DbError, DbResult, Optional, Sql, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-use writer::{Tx, Writer};
+use writer::{SqliteWriter, Tx, Writer};
 
 /// Migrations, in order; `user_version` is how many have run. Forward only: a ledger written by
 /// a newer Interlock is refused, never rewritten.
@@ -82,6 +85,24 @@ pub enum LedgerError {
         path: String,
         /// SQLite's error.
         source: rusqlite::Error,
+    },
+    /// PostgreSQL said no.
+    #[error("ledger {target}: {message}")]
+    Postgres {
+        /// The server and database, without a password.
+        target: String,
+        /// PostgreSQL's SQLSTATE, when the server answered.
+        code: Option<String>,
+        /// The server's message, or why the connection failed.
+        message: String,
+    },
+    /// A row did not read as its columns' types, or a value could not be bound.
+    #[error("ledger {target}: {problem}")]
+    Row {
+        /// The ledger.
+        target: String,
+        /// What is wrong.
+        problem: String,
     },
     /// A pragma did not read back as set, or the database is not a durable file.
     #[error("ledger {path}: {problem}")]
@@ -195,7 +216,8 @@ pub struct Ledger {
     writer: GroupCommit<Writer>,
     /// Reads see only committed batches: a transition waiting in an open batch is not yet
     /// durable, and nothing read from it may reach an agent or the driver.
-    reader: Mutex<Connection>,
+    reader: Mutex<Reader>,
+    /// The file, or for PostgreSQL the server and database without a password.
     path: PathBuf,
     /// Copies the WAL into the database off the money path; stopped when the ledger drops.
     /// None on a file this process can only read.
@@ -234,11 +256,49 @@ impl Ledger {
         let reader = Connection::open_with_flags(path, flags).map_err(|e| sqlite(&shown, e))?;
         configure(&reader, &shown)?;
         let ledger = Ledger {
-            writer: GroupCommit::new(Writer::new(conn, path.to_owned())),
-            reader: Mutex::new(reader),
+            writer: GroupCommit::new(Writer::Sqlite(SqliteWriter::new(conn, path.to_owned()))),
+            reader: Mutex::new(Reader::Sqlite(reader)),
             path: path.to_owned(),
             _checkpointer: checkpoint::Checkpointer::start(path)?,
         };
+        ledger.verified()
+    }
+
+    /// Opens the ledger `db` names: a PostgreSQL connection string (`postgres://…` or
+    /// `postgresql://…`) selects PostgreSQL ([`Ledger::open_postgres`]); anything else is a
+    /// SQLite file ([`Ledger::open`]).
+    pub fn open_target(db: &str) -> Result<Ledger, LedgerError> {
+        if is_postgres_url(db) {
+            Ledger::open_postgres(db)
+        } else {
+            Ledger::open(Path::new(db))
+        }
+    }
+
+    /// Opens the PostgreSQL ledger at `url`: checks the server's durability settings, migrates
+    /// under the ledger's lock and verifies the audit chain (`postgres.rs`, ADR 0010).
+    pub fn open_postgres(url: &str) -> Result<Ledger, LedgerError> {
+        let opened = postgres::open(url)?;
+        let ledger = Ledger {
+            path: PathBuf::from(opened.target.clone()),
+            writer: GroupCommit::new(Writer::Postgres(opened.writer)),
+            reader: Mutex::new(Reader::Postgres(opened.reader)),
+            _checkpointer: None,
+        };
+        ledger.verified()
+    }
+
+    /// Which backend this ledger is on.
+    pub fn backend(&self) -> Backend {
+        match &*self.conn() {
+            Reader::Sqlite(_) => Backend::Sqlite,
+            Reader::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    fn verified(self) -> Result<Ledger, LedgerError> {
+        let shown = self.path.display().to_string();
+        let ledger = self;
         ledger.verify_chain().map_err(|broken| match broken {
             VerifyError::Broken(broken) => LedgerError::ChainBroken {
                 path: shown.clone(),
@@ -269,22 +329,35 @@ impl Ledger {
         // which a read-only file refuses); at most PRAGMAS_TRIES_MAX tries, 1 ms apart, while
         // batches come and go.
         for _ in 0..PRAGMAS_TRIES_MAX {
-            let between = self
-                .writer
-                .between_batches(|writer: &Writer| writer.between_batches().map(read));
-            if let Some(pragmas) = between.flatten() {
-                return pragmas.map_err(|e| self.err(e));
+            let between = self.writer.between_batches(|writer: &Writer| match writer {
+                Writer::Sqlite(writer) => Ok(writer.between_batches().map(read)),
+                Writer::Postgres(_) => Err(()),
+            });
+            match between {
+                Some(Err(())) => {
+                    return Err(unsafe_ledger(
+                        &self.path.display().to_string(),
+                        "a PostgreSQL ledger has no pragmas (its settings are checked when it opens)",
+                    ));
+                }
+                Some(Ok(Some(pragmas))) => {
+                    return pragmas.map_err(|e| sqlite(&self.path.display().to_string(), e));
+                }
+                _ => {}
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         // Busy, not unsafe: another caller kept the writing connection inside batches.
         let busy = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
-        Err(self.err(rusqlite::Error::SqliteFailure(
-            busy,
-            Some(format!(
-                "the writing connection stayed inside a batch through {PRAGMAS_TRIES_MAX} tries 1 ms apart; its pragmas were not read (try again)"
-            )),
-        )))
+        Err(sqlite(
+            &self.path.display().to_string(),
+            rusqlite::Error::SqliteFailure(
+                busy,
+                Some(format!(
+                    "the writing connection stayed inside a batch through {PRAGMAS_TRIES_MAX} tries 1 ms apart; its pragmas were not read (try again)"
+                )),
+            ),
+        ))
     }
 
     /// The ledger file.
@@ -292,12 +365,12 @@ impl Ledger {
         &self.path
     }
 
-    pub(crate) fn err(&self, error: rusqlite::Error) -> LedgerError {
-        sqlite(&self.path.display().to_string(), error)
+    pub(crate) fn err(&self, error: DbError) -> LedgerError {
+        db_error(&self.path.display().to_string(), error)
     }
 
     /// The reading connection: it sees committed batches only.
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Reader> {
         // A panic while reading leaves nothing half done (a read writes nothing), so a poisoned
         // lock is safe to take over.
         self.reader
@@ -428,7 +501,7 @@ pub struct RowCore {
 }
 
 /// Reads the core and lease of `key`.
-pub(crate) fn read_row(conn: &Connection, key: &IntentKey) -> rusqlite::Result<Option<RowCore>> {
+pub(crate) fn read_row(conn: &dyn Sql, key: &IntentKey) -> DbResult<Option<RowCore>> {
     conn.row(
         "SELECT state, attempt_seq, reconcile_inconclusive, rail_entity_id, lease_owner,
                 lease_expires_at
@@ -436,12 +509,9 @@ pub(crate) fn read_row(conn: &Connection, key: &IntentKey) -> rusqlite::Result<O
         params![key.merchant_id.as_str(), key.sik.as_str()],
         |row| {
             let state: String = row.get(0)?;
-            let state = State::parse(&state).ok_or_else(|| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    0,
-                    rusqlite::types::Type::Text,
-                    format!("unknown state {state:?}").into(),
-                )
+            let state = State::parse(&state).ok_or_else(|| DbError::Convert {
+                index: 0,
+                problem: format!("unknown state {state:?}"),
             })?;
             Ok(RowCore {
                 core: IntentCore {
@@ -495,13 +565,14 @@ pub(crate) fn apply_locked(
                 rail_entity_id = ?6, lease_owner = ?7, lease_expires_at = ?8,
                 reconcile_not_before = ?9, reason_code = coalesce(?10, reason_code),
                 reason = coalesce(?11, reason), audit_seq = ?12,
-                updated_at = max(updated_at, ?13), moved_minor = coalesce(?20, moved_minor),
+                updated_at = CASE WHEN updated_at > ?13 THEN updated_at ELSE ?13 END, moved_minor = coalesce(?20, moved_minor),
                 counted_at = CASE
                     WHEN ?3 IN (SELECT state FROM counted_states)
                         AND (?14 NOT IN (SELECT state FROM counted_states) OR ?3 = ?19)
                     THEN ?13 ELSE counted_at END
              WHERE merchant_id = ?1 AND sik = ?2 AND state = ?14 AND attempt_seq = ?15
-                AND reconcile_inconclusive = ?16 AND lease_owner IS ?17 AND lease_expires_at IS ?18",
+                AND reconcile_inconclusive = ?16 AND lease_owner IS NOT DISTINCT FROM ?17
+                AND lease_expires_at IS NOT DISTINCT FROM ?18",
             params![
                 key.merchant_id.as_str(),
                 key.sik.as_str(),
@@ -604,7 +675,7 @@ fn write_attempt(
     to: &IntentCore,
     now_ms: u64,
     change: &Change,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     let outcome = match event {
         Event::AttemptStarted => {
             tx.exec(
@@ -632,7 +703,8 @@ fn write_attempt(
         _ => None,
     };
     tx.exec(
-        "UPDATE intent_attempts SET finished_at = max(started_at, ?4), outcome = ?5,
+        "UPDATE intent_attempts SET finished_at = CASE WHEN started_at > ?4 THEN started_at ELSE ?4 END,
+            outcome = ?5,
             rail_entity_id = ?6, fee_minor = ?7, tax_minor = ?8, detail = ?9
          WHERE merchant_id = ?1 AND sik = ?2 AND attempt_seq = ?3 AND outcome IS NULL",
         params![
@@ -650,12 +722,7 @@ fn write_attempt(
     Ok(())
 }
 
-fn write_finding(
-    tx: &Tx<'_>,
-    key: &IntentKey,
-    finding: &Finding,
-    now_ms: u64,
-) -> rusqlite::Result<()> {
+fn write_finding(tx: &Tx<'_>, key: &IntentKey, finding: &Finding, now_ms: u64) -> DbResult<()> {
     tx.exec(
         "INSERT INTO recon_findings (merchant_id, sik, attempt_seq, outcome, pages_scanned,
             pagination_exhausted, lag_elapsed, matched_entity_id, queried_at, detail_json)
@@ -750,49 +817,55 @@ impl Ledger {
         let conn = self.conn();
         audit::verify(&conn).map_err(|error| match error {
             audit::VerifyFailure::Broken(broken) => VerifyError::Broken(broken),
-            audit::VerifyFailure::Sqlite(error) => VerifyError::Ledger(self.err(error)),
+            audit::VerifyFailure::Db(error) => VerifyError::Ledger(self.err(error)),
         })
     }
 
     /// The ledger's history as the machine's invariant predicates read it.
     pub fn history(&self) -> Result<Vec<interlock_machine::Record>, LedgerError> {
         let conn = self.conn();
-        audit::records(&conn).map_err(|e| self.err(e))
+        audit::records(conn.sql()).map_err(|e| self.err(e))
     }
 
     /// The upstream tool an intent calls (an approval needs its live definition for G6).
     pub fn tool_of(&self, key: &IntentKey) -> Result<Option<String>, LedgerError> {
         let conn = self.conn();
-        conn.row(
-            "SELECT tool FROM intents WHERE merchant_id = ?1 AND sik = ?2",
-            params![key.merchant_id.as_str(), key.sik.as_str()],
-            |row| row.get(0),
-        )
-        .optional()
-        .map_err(|e| self.err(e))
+        conn.sql()
+            .row(
+                "SELECT tool FROM intents WHERE merchant_id = ?1 AND sik = ?2",
+                params![key.merchant_id.as_str(), key.sik.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
     }
 
     /// Every intent's current core.
     pub fn cores(&self) -> Result<Vec<IntentCore>, LedgerError> {
-        let conn = self.conn();
         // One snapshot: the keys and then each row, with this process's batches committing.
-        let conn = conn.unchecked_transaction().map_err(|e| self.err(e))?;
-        let mut statement = conn
-            .prepare("SELECT merchant_id, sik FROM intents ORDER BY merchant_id, sik")
-            .map_err(|e| self.err(e))?;
-        let keys = statement
-            .query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        let mut parsed = Ok(());
+        let cores = self
+            .conn()
+            .snapshot(|conn| {
+                let keys = conn.query(
+                    "SELECT merchant_id, sik FROM intents ORDER BY merchant_id, sik",
+                    params![],
+                )?;
+                let mut cores = Vec::with_capacity(keys.len());
+                for row in keys {
+                    let key = match parse_key(&row.get::<String>(0)?, &row.get::<String>(1)?) {
+                        Ok(key) => key,
+                        Err(error) => {
+                            parsed = Err(error);
+                            break;
+                        }
+                    };
+                    cores.extend(read_row(conn, &key)?.map(|row| row.core));
+                }
+                Ok(cores)
             })
-            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
             .map_err(|e| self.err(e))?;
-        let mut cores = Vec::with_capacity(keys.len());
-        for (merchant, sik) in keys {
-            let key = parse_key(&merchant, &sik)?;
-            let row = read_row(&conn, &key).map_err(|e| self.err(e))?;
-            cores.extend(row.map(|row| row.core));
-        }
-        Ok(cores)
+        parsed.map(|()| cores)
     }
 }
 
@@ -883,7 +956,7 @@ fn configure(conn: &Connection, path: &str) -> Result<(), LedgerError> {
         }
     }
     let file: String = conn
-        .row(
+        .query_row(
             "SELECT file FROM pragma_database_list WHERE name = 'main'",
             [],
             |row| row.get(0),
@@ -1019,41 +1092,74 @@ fn sqlite(path: &str, source: rusqlite::Error) -> LedgerError {
     }
 }
 
-fn ledger_err(tx: &Connection, source: rusqlite::Error) -> ApplyError {
-    let path = tx.path().unwrap_or("?").to_owned();
-    ApplyError::Ledger(LedgerError::Sqlite { path, source })
+fn ledger_err(tx: &dyn Sql, source: DbError) -> ApplyError {
+    ApplyError::Ledger(db_error(&tx.target(), source))
+}
+
+/// The ledger's error for a failed statement on `target`.
+pub(crate) fn db_error(target: &str, error: DbError) -> LedgerError {
+    match error {
+        DbError::Sqlite(source) => sqlite(target, source),
+        DbError::Postgres(error) => LedgerError::Postgres {
+            target: target.to_owned(),
+            code: error.code().map(|code| code.code().to_owned()),
+            message: sql::postgres_text(&error),
+        },
+        other => LedgerError::Row {
+            target: target.to_owned(),
+            problem: other.to_string(),
+        },
+    }
+}
+
+/// Whether `db` is a PostgreSQL connection string rather than a SQLite file.
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// The database a ledger is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One SQLite file (the embedded default).
+    Sqlite,
+    /// A PostgreSQL database shared by a fleet.
+    Postgres,
+}
+
+/// The reading connection of a ledger.
+pub(crate) enum Reader {
+    Sqlite(Connection),
+    Postgres(postgres::PgConn),
+}
+
+impl Reader {
+    /// `f` over one snapshot: every read it makes sees the same committed state, while other
+    /// writers go on committing.
+    pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&dyn Sql) -> DbResult<T>) -> DbResult<T> {
+        match self {
+            Reader::Sqlite(conn) => {
+                // Deferred: the snapshot is taken by the first read and held to the end; dropped,
+                // it rolls back, having written nothing.
+                let snapshot = conn.unchecked_transaction()?;
+                f(&*snapshot)
+            }
+            Reader::Postgres(conn) => conn.snapshot(f),
+        }
+    }
+
+    /// The connection, for a read that is one statement.
+    pub(crate) fn sql(&self) -> &dyn Sql {
+        match self {
+            Reader::Sqlite(conn) => conn,
+            Reader::Postgres(conn) => conn,
+        }
+    }
 }
 
 fn unsafe_ledger(path: &str, problem: &str) -> LedgerError {
     LedgerError::Unsafe {
         path: path.to_owned(),
         problem: problem.to_owned(),
-    }
-}
-
-/// Statements through SQLite's prepared-statement cache: the hot path runs the same dozen
-/// statements for every proposal, and parsing them each time was a measurable part of its cost.
-pub(crate) trait Cached {
-    /// `query_row` with a cached statement.
-    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>;
-    /// `execute` with a cached statement.
-    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
-}
-
-impl Cached for Connection {
-    fn row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
-    where
-        P: rusqlite::Params,
-        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    {
-        self.prepare_cached(sql)?.query_row(params, f)
-    }
-
-    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        self.prepare_cached(sql)?.execute(params)
     }
 }
 
@@ -1222,16 +1328,17 @@ impl Ledger {
     pub fn read_intent(&self, key: &IntentKey) -> Result<Option<IntentView>, LedgerError> {
         // One snapshot on either connection: the row, its attempt and its lease from one
         // commit, while this process's batches (or another process) go on committing.
-        let read = |conn: &Connection| {
-            let snapshot = conn.unchecked_transaction().map_err(|e| self.err(e))?;
-            rows::read_intent(&snapshot, key).map_err(|e| self.err(e))
-        };
-        let between = self
-            .writer
-            .between_batches(|writer: &Writer| writer.between_batches().map(read));
+        let between = self.writer.between_batches(|writer: &Writer| {
+            let warm = writer.between_batches()?;
+            let snapshot = warm.unchecked_transaction().map_err(DbError::from);
+            Some(snapshot.and_then(|snapshot| rows::read_intent(&*snapshot, key)))
+        });
         match between.flatten() {
-            Some(view) => view,
-            None => read(&self.conn()),
+            Some(view) => view.map_err(|e| self.err(e)),
+            None => self
+                .conn()
+                .snapshot(|conn| rows::read_intent(conn, key))
+                .map_err(|e| self.err(e)),
         }
     }
 
@@ -1245,20 +1352,17 @@ impl Ledger {
         limit: usize,
     ) -> Result<Vec<IntentKey>, LedgerError> {
         let conn = self.conn();
-        rows::sweep_candidates(&conn, now_ms, due_only, limit).map_err(|e| self.err(e))
+        rows::sweep_candidates(conn.sql(), now_ms, due_only, limit).map_err(|e| self.err(e))
     }
 }
 
 /// The decision record of one judgement, written in the transaction that made it.
-fn record_decision(
-    tx: &Tx<'_>,
-    plan: &Decide,
-    ladder: &Ladder,
-    outcome: &str,
-) -> rusqlite::Result<()> {
-    let head: u64 = tx.row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
-        row.get(0)
-    })?;
+fn record_decision(tx: &Tx<'_>, plan: &Decide, ladder: &Ladder, outcome: &str) -> DbResult<()> {
+    let head: u64 = tx.row(
+        "SELECT coalesce(max(seq), 0) FROM audit_log",
+        params![],
+        |row| row.get(0),
+    )?;
     let verdict = serde_json::to_value(ladder.verdict).expect("verdicts serialize");
     let action = &plan.usage.action;
     tx.exec(

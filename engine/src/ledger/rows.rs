@@ -2,11 +2,11 @@
 //! sweep must look at. State groups in this SQL come from `interlock_machine::State`'s own
 //! predicates, never typed by hand.
 
-use crate::ledger::{Cached, IntentKey, parse_key, read_row};
+use crate::ledger::sql::{DbError, DbResult, Optional, Sql, params};
+use crate::ledger::{IntentKey, parse_key, read_row};
 use interlock_driver::plan::{AttemptView, IntentView};
 use interlock_driver::rail::RailCall;
 use interlock_machine::State;
-use rusqlite::{Connection, OptionalExtension, params};
 
 /// Reason, call, distinct reason, mandate hash, reconcile time, moved amount.
 type IntentColumns = (
@@ -19,10 +19,7 @@ type IntentColumns = (
 );
 
 /// The intent under `key` with its current attempt, or `None`.
-pub(crate) fn read_intent(
-    conn: &Connection,
-    key: &IntentKey,
-) -> rusqlite::Result<Option<IntentView>> {
+pub(crate) fn read_intent(conn: &dyn Sql, key: &IntentKey) -> DbResult<Option<IntentView>> {
     let Some(row) = read_row(conn, key)? else {
         return Ok(None);
     };
@@ -43,8 +40,9 @@ pub(crate) fn read_intent(
                 ))
             },
         )?;
-    let call: RailCall = serde_json::from_str(&call).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
+    let call: RailCall = serde_json::from_str(&call).map_err(|e| DbError::Convert {
+        index: 1,
+        problem: format!("intents.call_json: {e}"),
     })?;
     let attempt = conn
         .row(
@@ -82,11 +80,11 @@ pub(crate) fn read_intent(
 
 /// Keys of intents the sweep must look at, oldest first, at most `limit`.
 pub(crate) fn sweep_candidates(
-    conn: &Connection,
+    conn: &dyn Sql,
     now_ms: u64,
     due_only: bool,
     limit: usize,
-) -> rusqlite::Result<Vec<IntentKey>> {
+) -> DbResult<Vec<IntentKey>> {
     let leased = State::sql_list(State::holds_lease);
     let awaiting = State::sql_list(State::awaits_reconcile);
     let condition = if due_only {
@@ -95,26 +93,20 @@ pub(crate) fn sweep_candidates(
              OR (state IN ({awaiting}) AND coalesce(reconcile_not_before, 0) <= ?1)"
         )
     } else {
-        format!("state IN ({leased}, {awaiting}) AND ?1 >= 0")
+        format!("state IN ({leased}, {awaiting}) AND CAST(?1 AS BIGINT) >= 0")
     };
     let sql = format!(
         "SELECT merchant_id, sik FROM intents WHERE {condition} ORDER BY updated_at, sik LIMIT ?2"
     );
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(params![now_ms, limit], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = conn.query(&sql, params![now_ms, limit])?;
     rows.iter()
-        .map(|(merchant, sik)| {
-            parse_key(merchant, sik).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    0,
-                    rusqlite::types::Type::Text,
-                    e.to_string().into(),
-                )
+        .map(|row| {
+            parse_key(&row.get::<String>(0)?, &row.get::<String>(1)?).map_err(|e| {
+                DbError::Convert {
+                    index: 0,
+                    problem: e.to_string(),
+                }
             })
         })
         .collect()

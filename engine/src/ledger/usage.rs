@@ -7,13 +7,13 @@
 //! against a full scan.
 
 use crate::gates::{Usage, WindowUsage};
-use crate::ledger::{Cached, IntentKey};
+use crate::ledger::IntentKey;
+use crate::ledger::sql::{DbError, DbResult, Dialect, Sql, params};
 use interlock_machine::State;
 use interlock_spec::action::ProposedAction;
 use interlock_spec::ids::ToolName;
 use interlock_spec::mandate::Mandate;
 use interlock_spec::money::{Currency, Minor};
-use rusqlite::{Connection, params};
 use std::collections::BTreeMap;
 
 /// The bucket width of the pre-summed windows.
@@ -23,19 +23,20 @@ const COUNTED: &str = "state IN (SELECT state FROM counted_states)";
 
 /// The amount an intent counts in the windows: what was authorised, or what the rail moved when
 /// that is more (ADR 0008). The window triggers of migration 0004 count the same expression.
-const WINDOWED: &str = "max(amount_minor, coalesce(moved_minor, 0))";
+const WINDOWED: &str =
+    "CASE WHEN coalesce(moved_minor, 0) > amount_minor THEN moved_minor ELSE amount_minor END";
 
 /// Reads the usage `action` is judged against at `now`. `exclude` is an intent already in the
 /// ledger that is being judged again (an approval): it must not count against itself.
 pub(crate) fn read(
-    conn: &Connection,
+    conn: &dyn Sql,
     mandate: &Mandate,
     action: &ProposedAction,
     subject: &str,
     currency: Currency,
     now: u64,
     exclude: Option<&IntentKey>,
-) -> rusqlite::Result<Usage> {
+) -> DbResult<Usage> {
     let mut usage = read_all(conn, mandate, action, subject, currency, now)?;
     if let Some(key) = exclude {
         subtract_self(conn, mandate, action, subject, now, key, &mut usage)?;
@@ -57,14 +58,14 @@ type OwnRow = (
 );
 
 fn subtract_self(
-    conn: &Connection,
+    conn: &dyn Sql,
     mandate: &Mandate,
     action: &ProposedAction,
     subject: &str,
     now: u64,
     key: &IntentKey,
     usage: &mut Usage,
-) -> rusqlite::Result<()> {
+) -> DbResult<()> {
     let own: Option<OwnRow> = conn
         .row(
             &format!(
@@ -87,7 +88,7 @@ fn subtract_self(
             },
         )
         .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            DbError::NoRows => Ok(None),
             e => Err(e),
         })?;
     let Some((state, amount, counted_at, currency, own_subject, kind, tool, counted)) = own else {
@@ -117,13 +118,13 @@ fn subtract_self(
 }
 
 fn read_all(
-    conn: &Connection,
+    conn: &dyn Sql,
     mandate: &Mandate,
     action: &ProposedAction,
     subject: &str,
     currency: Currency,
     now: u64,
-) -> rusqlite::Result<Usage> {
+) -> DbResult<Usage> {
     let merchant = action.merchant_id.as_str();
     let mut windows = Vec::with_capacity(mandate.limits.windows.len());
     for window in &mandate.limits.windows {
@@ -146,7 +147,7 @@ fn read_all(
     }
     let (in_progress, count): (u64, u32) = conn.row(
         &format!(
-            "SELECT coalesce(sum(CASE WHEN state <> ?5 THEN amount_minor END), 0),
+            "SELECT CAST(coalesce(sum(CASE WHEN state <> ?5 THEN amount_minor END), 0) AS BIGINT),
                     count(CASE WHEN tool = ?4 THEN 1 END)
              FROM intents
              WHERE merchant_id = ?1 AND subject_id = ?2 AND kind = ?3 AND {COUNTED}"
@@ -170,22 +171,23 @@ fn read_all(
 
 /// Calls and amount of intents counted after `since`.
 fn window_usage(
-    conn: &Connection,
+    conn: &dyn Sql,
     merchant: &str,
     currency: &str,
     since: u64,
-) -> rusqlite::Result<(u64, u64)> {
+) -> DbResult<(u64, u64)> {
     // Minutes wholly after `since` come from the buckets; the minute holding `since` is scanned.
     let first_whole = since / BUCKET_MS + 1;
     let (bucket_calls, bucket_amount): (u64, u64) = conn.row(
-        "SELECT coalesce(sum(calls), 0), coalesce(sum(amount_minor), 0) FROM window_buckets
+        "SELECT CAST(coalesce(sum(calls), 0) AS BIGINT),
+                CAST(coalesce(sum(amount_minor), 0) AS BIGINT) FROM window_buckets
          WHERE merchant_id = ?1 AND currency = ?2 AND minute >= ?3",
         params![merchant, currency, first_whole],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
     let (edge_calls, edge_amount): (u64, u64) = conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
+            "SELECT count(*), CAST(coalesce(sum({WINDOWED}), 0) AS BIGINT) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3
                AND counted_at < ?4 AND {COUNTED}"
         ),
@@ -196,7 +198,7 @@ fn window_usage(
     if cfg!(debug_assertions) {
         let scanned: (u64, u64) = conn.row(
             &format!(
-                "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
+                "SELECT count(*), CAST(coalesce(sum({WINDOWED}), 0) AS BIGINT) FROM intents
                  WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}"
             ),
             params![merchant, currency, since],
@@ -211,19 +213,25 @@ fn window_usage(
 /// for a tool called a few times a day (instant settlements), so it is summed by a scan of the
 /// window's intents rather than from the per-minute buckets, which do not know the tool.
 fn scoped_window_usage(
-    conn: &Connection,
+    conn: &dyn Sql,
     merchant: &str,
     currency: &str,
     since: u64,
     tools: &[ToolName],
-) -> rusqlite::Result<(u64, u64)> {
+) -> DbResult<(u64, u64)> {
     let names: Vec<&str> = tools.iter().map(ToolName::as_str).collect();
     let names = serde_json::to_string(&names).expect("a list of names serializes");
+    // The one statement of this module that needs a JSON function: the tool list is one
+    // parameter, unpacked by each dialect's own.
+    let tools_of = match conn.dialect() {
+        Dialect::Sqlite => "SELECT value FROM json_each(?4)",
+        Dialect::Postgres => "SELECT jsonb_array_elements_text(CAST(CAST(?4 AS TEXT) AS jsonb))",
+    };
     conn.row(
         &format!(
-            "SELECT count(*), coalesce(sum({WINDOWED}), 0) FROM intents
+            "SELECT count(*), CAST(coalesce(sum({WINDOWED}), 0) AS BIGINT) FROM intents
              WHERE merchant_id = ?1 AND currency = ?2 AND counted_at > ?3 AND {COUNTED}
-               AND tool IN (SELECT value FROM json_each(?4))"
+               AND tool IN ({tools_of})"
         ),
         params![merchant, currency, since, names],
         |row| Ok((row.get(0)?, row.get(1)?)),
@@ -231,22 +239,17 @@ fn scoped_window_usage(
 }
 
 /// Fees and tax charged on attempts that ended after `since`.
-fn fees_spent(
-    conn: &Connection,
-    merchant: &str,
-    currency: &str,
-    since: u64,
-) -> rusqlite::Result<u64> {
+fn fees_spent(conn: &dyn Sql, merchant: &str, currency: &str, since: u64) -> DbResult<u64> {
     let first_whole = since / BUCKET_MS + 1;
     let buckets: u64 = conn.row(
-        "SELECT coalesce(sum(fee_minor), 0) FROM fee_buckets
+        "SELECT CAST(coalesce(sum(fee_minor), 0) AS BIGINT) FROM fee_buckets
          WHERE merchant_id = ?1 AND currency = ?2 AND minute >= ?3",
         params![merchant, currency, first_whole],
         |row| row.get(0),
     )?;
-    let charged = |upper: Option<u64>| -> rusqlite::Result<u64> {
+    let charged = |upper: Option<u64>| -> DbResult<u64> {
         conn.row(
-            "SELECT coalesce(sum(a.fee_minor + a.tax_minor), 0)
+            "SELECT CAST(coalesce(sum(a.fee_minor + a.tax_minor), 0) AS BIGINT)
              FROM intent_attempts a JOIN intents i USING (merchant_id, sik)
              WHERE a.merchant_id = ?1 AND a.finished_at > ?3 AND a.finished_at < ?4
                AND a.fee_minor + a.tax_minor > 0 AND i.currency = ?2",

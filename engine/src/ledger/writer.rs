@@ -7,6 +7,8 @@
 //! After an I/O error nothing more is written (ADR 0004): a batch whose job or commit hit one
 //! is rolled back whole, and every caller in it is told.
 
+use super::postgres::PgWriter;
+use super::sql::{DbResult, Row, Sql, Val};
 use super::{APPLY_RETRIES_MAX, LedgerError, poisoned_lock};
 use interlock_group_commit::Store;
 use rusqlite::{Connection, ffi};
@@ -14,18 +16,131 @@ use std::ops::Deref;
 use std::path::PathBuf;
 
 /// The connection, seen from inside a batch's transaction: what a job writes through.
-pub(crate) struct Tx<'c>(&'c Connection);
+pub(crate) struct Tx<'c>(&'c dyn Sql);
 
-impl Deref for Tx<'_> {
-    type Target = Connection;
+impl<'c> Deref for Tx<'c> {
+    type Target = dyn Sql + 'c;
 
-    fn deref(&self) -> &Connection {
+    fn deref(&self) -> &(dyn Sql + 'c) {
         self.0
     }
 }
 
+impl Sql for Tx<'_> {
+    fn dialect(&self) -> super::sql::Dialect {
+        self.0.dialect()
+    }
+
+    fn target(&self) -> String {
+        self.0.target()
+    }
+
+    fn query(&self, sql: &str, params: &[Val]) -> DbResult<Vec<Row>> {
+        self.0.query(sql, params)
+    }
+
+    fn exec(&self, sql: &str, params: &[Val]) -> DbResult<u64> {
+        self.0.exec(sql, params)
+    }
+
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Val],
+        each: &mut dyn FnMut(&Row) -> DbResult<bool>,
+    ) -> DbResult<()> {
+        self.0.each(sql, params, each)
+    }
+}
+
+/// The writing connection of either backend, as one group-commit store.
+pub(crate) enum Writer {
+    Sqlite(SqliteWriter),
+    Postgres(PgWriter),
+}
+
+impl Writer {
+    /// Notes the error of a job that failed (SQLite: see `job_error`).
+    pub(crate) fn job_failed(&mut self, error: &super::ApplyError) {
+        match self {
+            Writer::Sqlite(writer) => writer.job_failed(error),
+            Writer::Postgres(_) => {}
+        }
+    }
+
+    /// SQLite's connection when no transaction is open on it; never PostgreSQL's (it has no
+    /// warm cache to spare the reader).
+    pub(crate) fn between_batches(&self) -> Option<&Connection> {
+        match self {
+            Writer::Sqlite(writer) => writer.between_batches(),
+            Writer::Postgres(_) => None,
+        }
+    }
+
+    /// The connection inside the open batch.
+    pub(crate) fn tx(&self) -> Tx<'_> {
+        match self {
+            Writer::Sqlite(writer) => Tx(&writer.conn),
+            Writer::Postgres(writer) => Tx(writer.conn()),
+        }
+    }
+}
+
+impl Store for Writer {
+    type Error = BatchFailure;
+
+    fn begin(&mut self) -> Result<(), BatchFailure> {
+        match self {
+            Writer::Sqlite(writer) => writer.begin(),
+            Writer::Postgres(writer) => writer.begin(),
+        }
+    }
+
+    fn commit(&mut self) -> Result<(), BatchFailure> {
+        match self {
+            Writer::Sqlite(writer) => writer.commit(),
+            Writer::Postgres(writer) => writer.commit(),
+        }
+    }
+
+    fn rollback(&mut self) {
+        match self {
+            Writer::Sqlite(writer) => writer.rollback(),
+            Writer::Postgres(writer) => writer.rollback(),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), BatchFailure> {
+        match self {
+            Writer::Sqlite(writer) => writer.enter(),
+            Writer::Postgres(writer) => writer.enter(),
+        }
+    }
+
+    fn keep(&mut self) -> Result<(), BatchFailure> {
+        match self {
+            Writer::Sqlite(writer) => writer.keep(),
+            Writer::Postgres(writer) => writer.keep(),
+        }
+    }
+
+    fn undo(&mut self) -> Result<(), BatchFailure> {
+        match self {
+            Writer::Sqlite(writer) => writer.undo(),
+            Writer::Postgres(writer) => writer.undo(),
+        }
+    }
+
+    fn abandoned(&self) -> BatchFailure {
+        match self {
+            Writer::Sqlite(writer) => writer.abandoned(),
+            Writer::Postgres(writer) => writer.abandoned(),
+        }
+    }
+}
+
 /// The writing connection and the file it writes.
-pub(crate) struct Writer {
+pub(crate) struct SqliteWriter {
     conn: Connection,
     file: PathBuf,
     /// `file` as messages show it.
@@ -35,10 +150,10 @@ pub(crate) struct Writer {
     job_error: Option<(ffi::Error, String)>,
 }
 
-impl Writer {
-    pub(crate) fn new(conn: Connection, file: PathBuf) -> Writer {
+impl SqliteWriter {
+    pub(crate) fn new(conn: Connection, file: PathBuf) -> SqliteWriter {
         let path = file.display().to_string();
-        Writer {
+        SqliteWriter {
             conn,
             file,
             path,
@@ -84,11 +199,6 @@ impl Writer {
     /// committed), or `None`.
     pub(crate) fn between_batches(&self) -> Option<&Connection> {
         self.conn.is_autocommit().then_some(&self.conn)
-    }
-
-    /// The connection inside the open batch.
-    pub(crate) fn tx(&self) -> Tx<'_> {
-        Tx(&self.conn)
     }
 
     /// Runs one statement of the batch's bookkeeping. An I/O error in any of them (a savepoint
@@ -148,7 +258,7 @@ impl Writer {
         for _ in 0..APPLY_RETRIES_MAX {
             match self.run(sql) {
                 Ok(()) => return Ok(()),
-                Err(failure) if Writer::is_busy(&failure) => continue,
+                Err(failure) if SqliteWriter::is_busy(&failure) => continue,
                 Err(failure) => return Err(failure),
             }
         }
@@ -172,12 +282,14 @@ impl Writer {
 /// Why a batch failed: every caller in it gets a copy.
 #[derive(Debug, Clone)]
 pub(crate) struct BatchFailure {
-    path: String,
-    cause: Cause,
+    pub(crate) path: String,
+    pub(crate) cause: Cause,
 }
 
 #[derive(Debug, Clone)]
-enum Cause {
+pub(crate) enum Cause {
+    /// PostgreSQL's error: its SQLSTATE when the server answered, and its message.
+    Postgres(Option<String>, String),
     /// SQLite's error, code and message.
     Sqlite(ffi::Error, String),
     /// Another process kept the write lock through every try.
@@ -205,6 +317,11 @@ impl From<BatchFailure> for LedgerError {
                     )),
                 ),
             },
+            Cause::Postgres(code, message) => LedgerError::Postgres {
+                target: path,
+                code,
+                message,
+            },
             Cause::Abandoned => LedgerError::Abandoned { path },
             Cause::Poisoned(why) => LedgerError::Poisoned { path, why },
         }
@@ -222,9 +339,7 @@ impl From<BatchFailure> for super::ApplyError {
     }
 }
 
-impl Store for Writer {
-    type Error = BatchFailure;
-
+impl SqliteWriter {
     fn begin(&mut self) -> Result<(), BatchFailure> {
         if let Some(poisoned) = self.poisoned() {
             return Err(poisoned);
@@ -306,13 +421,17 @@ impl Store for Writer {
 mod tests {
     use super::super::{ApplyError, DiskFault, Ledger, LedgerError};
     use super::Tx;
+    use crate::ledger::sql::{DbError, params};
     use std::sync::Barrier;
     use std::time::Duration;
 
     fn anchors(ledger: &Ledger) -> i64 {
         ledger
             .conn()
-            .query_row("SELECT count(*) FROM clock_anchors", [], |row| row.get(0))
+            .sql()
+            .row("SELECT count(*) FROM clock_anchors", params![], |row| {
+                row.get(0)
+            })
             .unwrap()
     }
 
@@ -324,10 +443,10 @@ mod tests {
         let ledger = Ledger::open(&dir.path().join("ledger.db")).unwrap();
         let seen_inside = ledger
             .write(|tx| {
-                tx.execute(
+                tx.exec(
                     "INSERT INTO clock_anchors (boot_id, wall_at_boot_ms, wall_said_ms)
                      VALUES ('boot', 1, 1)",
-                    [],
+                    params![],
                 )
                 .map_err(|e| ApplyError::Ledger(ledger.err(e)))?;
                 // Another thread reads while the batch is open (this job holds it open).
@@ -366,10 +485,10 @@ mod tests {
     }
 
     fn insert_anchor(ledger: &Ledger, tx: &Tx<'_>, boot: &str) -> Result<(), ApplyError> {
-        tx.execute(
+        tx.exec(
             "INSERT INTO clock_anchors (boot_id, wall_at_boot_ms, wall_said_ms)
              VALUES (?1, 1, 1)",
-            [boot],
+            params![boot],
         )
         .map(drop)
         .map_err(|e| ApplyError::Ledger(ledger.err(e)))
@@ -384,9 +503,9 @@ mod tests {
         let (first, second) = shared_batch(&ledger, |tx| {
             insert_anchor(&ledger, tx, "second")?;
             let io = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR);
-            Err(ApplyError::Ledger(
-                ledger.err(rusqlite::Error::SqliteFailure(io, None)),
-            ))
+            Err(ApplyError::Ledger(ledger.err(DbError::Sqlite(
+                rusqlite::Error::SqliteFailure(io, None),
+            ))))
         });
         let fault = |r: &Result<(), ApplyError>| r.as_ref().err().and_then(ApplyError::disk_fault);
         assert_eq!(fault(&second), Some(DiskFault::Io), "{second:?}");
@@ -407,11 +526,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::open(&dir.path().join("ledger.db")).unwrap();
         let (first, second) = shared_batch(&ledger, |tx| {
-            let pages: i64 = tx.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+            let pages: i64 = tx
+                .row("PRAGMA page_count", params![], |r| r.get(0))
+                .unwrap();
             let cap = format!("PRAGMA max_page_count = {}", pages + 1);
-            tx.query_row(&cap, [], |_| Ok(())).unwrap();
-            tx.execute("CREATE TABLE IF NOT EXISTS filler (x BLOB)", [])
-                .and_then(|_| tx.execute("INSERT INTO filler VALUES (zeroblob(1000000))", []))
+            tx.row(&cap, params![], |_| Ok(())).unwrap();
+            tx.exec("CREATE TABLE IF NOT EXISTS filler (x BLOB)", params![])
+                .and_then(|_| tx.exec("INSERT INTO filler VALUES (zeroblob(1000000))", params![]))
                 .map(drop)
                 .map_err(|e| ApplyError::Ledger(ledger.err(e)))
         });
@@ -421,7 +542,7 @@ mod tests {
         assert_eq!(anchors(&ledger), 0, "nothing of the batch is durable");
         ledger
             .write(|tx| {
-                tx.query_row("PRAGMA max_page_count = 1073741823", [], |_| Ok(()))
+                tx.row("PRAGMA max_page_count = 1073741823", params![], |_| Ok(()))
                     .map_err(|e| ApplyError::Ledger(ledger.err(e)))?;
                 insert_anchor(&ledger, tx, "after")
             })

@@ -2,6 +2,8 @@
 //! ledger file, and the verdicts over the ledger and the rail.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use interlock_engine::gates::LiveTool;
 use interlock_engine::memory_rail::MemoryRail;
 use interlock_engine::{Engine, EngineConfig, Ledger, ManualClock};
@@ -174,11 +176,25 @@ pub fn bank_call(tool: &str, args: Value) -> ProposedAction {
         .expect("test arguments parse")
 }
 
+/// Which backend the tests' ledgers are on: `INTERLOCK_TEST_BACKEND=postgres` runs the same
+/// tests on PostgreSQL (a fresh database per world), anything else or nothing on SQLite.
+pub fn backend() -> Backend {
+    match std::env::var("INTERLOCK_TEST_BACKEND").as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        Ok("sqlite") | Err(_) => Backend::Sqlite,
+        Ok(other) => panic!("INTERLOCK_TEST_BACKEND={other:?}: expected sqlite or postgres"),
+    }
+}
+
+pub use interlock_engine::ledger::Backend;
+
 /// A rail whose calls are recorded, with the ledger's audit head at the moment each arrived.
 pub struct World {
     pub dir: tempfile::TempDir,
     pub clock: Arc<ManualClock>,
     pub calls: Arc<Mutex<Vec<(u64, Record)>>>,
+    /// The PostgreSQL database of this world, when the tests run on PostgreSQL.
+    pub postgres: Option<String>,
 }
 
 impl World {
@@ -187,26 +203,84 @@ impl World {
             dir: tempfile::tempdir().expect("a temp dir"),
             clock: Arc::new(ManualClock::new(T0)),
             calls: Arc::new(Mutex::new(Vec::new())),
+            postgres: (backend() == Backend::Postgres).then(postgres::fresh_database),
         }
     }
 
+    /// A world on SQLite whatever the backend of the run: for tests of the file itself (its
+    /// pragmas, its migrations, bytes edited behind the ledger's back). Their PostgreSQL
+    /// counterparts are in `tests/postgres.rs`.
+    pub fn on_sqlite() -> World {
+        World {
+            postgres: None,
+            ..World::without_ledger()
+        }
+    }
+
+    fn without_ledger() -> World {
+        World {
+            dir: tempfile::tempdir().expect("a temp dir"),
+            clock: Arc::new(ManualClock::new(T0)),
+            calls: Arc::new(Mutex::new(Vec::new())),
+            postgres: None,
+        }
+    }
+
+    /// The SQLite file (on PostgreSQL, a path no ledger is at: use `target`).
     pub fn db(&self) -> PathBuf {
         self.dir.path().join("ledger.db")
+    }
+
+    /// What `Ledger::open_target` opens: the file, or the PostgreSQL database.
+    pub fn target(&self) -> String {
+        match &self.postgres {
+            Some(url) => url.clone(),
+            None => self.db().display().to_string(),
+        }
+    }
+
+    /// A second handle on this world's ledger.
+    pub fn open_ledger(&self) -> Ledger {
+        Ledger::open_target(&self.target()).expect("the ledger opens")
+    }
+
+    /// A raw connection for tests that inspect the ledger's tables.
+    pub fn raw(&self) -> Raw {
+        match &self.postgres {
+            Some(url) => Raw::Postgres(url.clone()),
+            None => Raw::Sqlite(raw(&self.db())),
+        }
     }
 
     /// A rail with the standard payments: pay_1002 (189900, none refunded, order paid
     /// 189900) and pay_2000 (1000000), and a balance of 500000.
     pub fn rail(&self) -> MemoryRail {
         let db = self.db();
+        let postgres = self.postgres.clone();
         let calls = Arc::clone(&self.calls);
         let rail = MemoryRail::new(self.clock.clone(), Minor::new(500_000).unwrap()).with_observer(
             Box::new(move |call| {
-                let head = audit_head(&db);
+                let raw = match &postgres {
+                    Some(url) => Raw::Postgres(url.clone()),
+                    None => Raw::Sqlite(raw(&db)),
+                };
+                let head: u64 = raw
+                    .query_row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
+                        row.get(0)
+                    })
+                    .unwrap_or(0);
+                let attempt_seq: u32 = raw
+                    .query_row(
+                        "SELECT attempt_seq FROM intents WHERE sik = ?1",
+                        [call.sik.as_str()],
+                        |row| row.get(0),
+                    )
+                    .unwrap_or(0);
                 calls.lock().unwrap().push((
                     head,
                     Record::RailCall {
                         sik: call.sik.clone(),
-                        attempt_seq: current_attempt(&db, call.sik.as_str()),
+                        attempt_seq,
                     },
                 ));
             }),
@@ -226,7 +300,7 @@ impl World {
         instance: &str,
         mandate: Mandate,
     ) -> Engine<R> {
-        let ledger = Ledger::open(&self.db()).expect("the ledger opens");
+        let ledger = self.open_ledger();
         Engine::new(
             ledger,
             rail,
@@ -278,23 +352,165 @@ pub fn assert_all_invariants(world: &World, ledger: &Ledger, rail: &MemoryRail) 
     ledger.verify_chain().expect("the audit chain verifies");
 }
 
-fn audit_head(db: &Path) -> u64 {
-    let conn = rusqlite::Connection::open(db).expect("a second connection");
-    conn.query_row("SELECT coalesce(max(seq), 0) FROM audit_log", [], |row| {
-        row.get::<_, i64>(0)
-    })
-    .map(|v| v as u64)
-    .unwrap_or(0)
+/// A connection for reading the ledger's tables in a test, on either backend. Values come
+/// back as text (PostgreSQL's simple protocol), parsed into what the test asks for; on
+/// PostgreSQL a statement's `?N` are filled in as quoted literals and SQLite's
+/// `json_extract(col, '$.a.b')` is read as `col::jsonb #>> '{a,b}'`.
+pub enum Raw {
+    Sqlite(rusqlite::Connection),
+    Postgres(String),
 }
 
-fn current_attempt(db: &Path, sik: &str) -> u32 {
-    let conn = rusqlite::Connection::open(db).expect("a second connection");
-    conn.query_row(
-        "SELECT attempt_seq FROM intents WHERE sik = ?1",
-        [sik],
-        |row| row.get(0),
-    )
-    .unwrap_or(0)
+/// One row of a [`Raw`] query.
+pub struct RawRow(Vec<Option<String>>);
+
+impl RawRow {
+    pub fn get<I: RawIndex, T: FromRaw>(&self, index: I) -> Result<T, String> {
+        let index = index.index();
+        let value = self.0.get(index).ok_or(format!("no column {index}"))?;
+        T::from_raw(value.as_deref())
+    }
+}
+
+/// A column number (only `usize`: a literal `0` is one).
+pub trait RawIndex {
+    fn index(self) -> usize;
+}
+
+impl RawIndex for usize {
+    fn index(self) -> usize {
+        self
+    }
+}
+
+pub trait FromRaw: Sized {
+    fn from_raw(text: Option<&str>) -> Result<Self, String>;
+}
+
+macro_rules! from_raw_parsed {
+    ($($t:ty),*) => {$(
+        impl FromRaw for $t {
+            fn from_raw(text: Option<&str>) -> Result<$t, String> {
+                let text = text.ok_or("NULL")?;
+                text.parse().map_err(|e| format!("{text:?}: {e}"))
+            }
+        }
+    )*};
+}
+from_raw_parsed!(i64, u64, u32, i32, String);
+
+impl<T: FromRaw> FromRaw for Option<T> {
+    fn from_raw(text: Option<&str>) -> Result<Option<T>, String> {
+        text.map(|text| T::from_raw(Some(text))).transpose()
+    }
+}
+
+impl Raw {
+    pub fn query_row<T, const N: usize>(
+        &self,
+        sql: &str,
+        params: [&str; N],
+        f: impl FnOnce(&RawRow) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let rows = self.query(sql, &params)?;
+        f(rows.first().ok_or("the query returned no row")?)
+    }
+
+    pub fn query(&self, sql: &str, params: &[&str]) -> Result<Vec<RawRow>, String> {
+        match self {
+            Raw::Sqlite(conn) => {
+                let mut statement = conn.prepare(sql).map_err(|e| e.to_string())?;
+                let count = statement.column_count();
+                let rows = statement
+                    .query_map(rusqlite::params_from_iter(params), |row| {
+                        (0..count)
+                            .map(|i| {
+                                Ok(match row.get_ref(i)? {
+                                    rusqlite::types::ValueRef::Null => None,
+                                    rusqlite::types::ValueRef::Integer(v) => Some(v.to_string()),
+                                    rusqlite::types::ValueRef::Real(v) => Some(v.to_string()),
+                                    rusqlite::types::ValueRef::Text(t) => {
+                                        Some(String::from_utf8_lossy(t).into_owned())
+                                    }
+                                    rusqlite::types::ValueRef::Blob(_) => Some("<blob>".into()),
+                                })
+                            })
+                            .collect::<rusqlite::Result<Vec<_>>>()
+                            .map(RawRow)
+                    })
+                    .map_err(|e| e.to_string())?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(|e| e.to_string())
+            }
+            Raw::Postgres(url) => {
+                let sql = postgres_sql(sql, params);
+                let url = url.clone();
+                // On a thread of its own: the sync client may not run inside a runtime.
+                std::thread::spawn(move || {
+                    let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls)
+                        .map_err(|e| e.to_string())?;
+                    let messages = client.simple_query(&sql).map_err(|e| format!("{e:?}"))?;
+                    Ok(messages
+                        .iter()
+                        .filter_map(|message| match message {
+                            ::postgres::SimpleQueryMessage::Row(row) => Some(RawRow(
+                                (0..row.len())
+                                    .map(|i| row.get(i).map(str::to_owned))
+                                    .collect(),
+                            )),
+                            _ => None,
+                        })
+                        .collect())
+                })
+                .join()
+                .expect("the query thread")
+            }
+        }
+    }
+
+    /// Runs statements that return nothing.
+    pub fn execute(&self, sql: &str) -> Result<(), String> {
+        self.query(sql, &[]).map(drop)
+    }
+}
+
+/// `sql` for PostgreSQL's simple protocol: `?N` as quoted literals, `json_extract` as `#>>`.
+fn postgres_sql(sql: &str, params: &[&str]) -> String {
+    let mut out = String::new();
+    let mut rest = sql;
+    while let Some(at) = rest.find("json_extract(") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "json_extract(".len()..];
+        let close = after.find(')').expect("json_extract( has its )");
+        let (column, path) = after[..close]
+            .split_once(',')
+            .expect("json_extract(column, path)");
+        let path = path.trim().trim_matches('\'').trim_start_matches("$.");
+        out.push_str(&format!(
+            "(CAST({} AS jsonb) #>> '{{{}}}')",
+            column.trim(),
+            path.replace('.', ",")
+        ));
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    let mut filled = String::new();
+    let mut chars = out.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            let mut digits = String::new();
+            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                digits.push(*d);
+                chars.next();
+            }
+            let index: usize = digits.parse().expect("a parameter number");
+            let value = params[index - 1];
+            filled.push_str(&format!("'{}'", value.replace('\'', "''")));
+        } else {
+            filled.push(c);
+        }
+    }
+    filled
 }
 
 /// A raw connection for tests that inspect or tamper with the file.
