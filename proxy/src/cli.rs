@@ -195,7 +195,8 @@ pub(crate) struct ServeArgs {
         required_unless_present = "listen"
     )]
     pub(crate) mandate: Option<PathBuf>,
-    /// The ledger (SQLite); default `<mandate dir>/<mandate file stem>.ledger.db` on stdio,
+    /// The ledger: a SQLite file, or a PostgreSQL connection string (`postgres://…`, ADR 0010)
+    /// for a fleet on one ledger; default `<mandate dir>/<mandate file stem>.ledger.db` on stdio,
     /// `<agents file dir>/<agents file stem>.ledger.db` on HTTP (one ledger for every agent).
     #[arg(long, env = "INTERLOCK_DB_PATH")]
     pub(crate) db: Option<PathBuf>,
@@ -916,10 +917,11 @@ fn write_provenance(path: &Path, section: &str) -> Result<(), String> {
 }
 
 fn open_existing(db: &Path) -> Result<Ledger, String> {
-    if !db.exists() {
+    let target = db.to_string_lossy();
+    if !interlock_engine::ledger::is_postgres_url(&target) && !db.exists() {
         return Err(format!("no ledger at {}", db.display()));
     }
-    Ledger::open(db).map_err(|e| format!("cannot open the ledger: {e}"))
+    Ledger::open_target(&target).map_err(|e| format!("cannot open the ledger: {e}"))
 }
 
 fn ledger(args: LedgerArgs) -> Result<(), String> {

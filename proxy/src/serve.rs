@@ -112,7 +112,8 @@ fn engine(
     mandate: Mandate,
     instance: String,
 ) -> Result<Arc<Engine<McpRail>>, String> {
-    let ledger = Ledger::open(db).map_err(|e| format!("cannot open the ledger: {e}"))?;
+    let ledger = Ledger::open_target(&db.to_string_lossy())
+        .map_err(|e| format!("cannot open the ledger: {e}"))?;
     let rail = McpRail {
         upstream: upstream.clone(),
         profile: rail_profile(),
@@ -126,9 +127,14 @@ fn engine(
 /// Opens the ledger once at start: refused on a filesystem that is read-only or full, and
 /// when its audit chain does not verify.
 fn verify_chain(db: &Path) -> Result<(), String> {
-    interlock_engine::ledger::writable_room(db)
-        .map_err(|problem| format!("cannot serve on the ledger {}: {problem}", db.display()))?;
-    let ledger = Ledger::open(db).map_err(|e| format!("cannot open the ledger: {e}"))?;
+    let target = db.to_string_lossy();
+    // A file's filesystem must take writes; a PostgreSQL server's settings are checked by open.
+    if !interlock_engine::ledger::is_postgres_url(&target) {
+        interlock_engine::ledger::writable_room(db)
+            .map_err(|problem| format!("cannot serve on the ledger {}: {problem}", db.display()))?;
+    }
+    let ledger =
+        Ledger::open_target(&target).map_err(|e| format!("cannot open the ledger: {e}"))?;
     let chain = ledger
         .verify_chain()
         .map_err(|e| format!("the ledger's audit chain does not verify: {e}"))?;
