@@ -21,6 +21,10 @@ pub mod checkpoint;
 pub mod clock;
 pub mod inspect;
 mod postgres;
+pub use postgres::{
+    LEDGER_LOCK_KEY, PG_CONNECT_TIMEOUT_MS, PG_IDLE_IN_TRANSACTION_MS, PG_LOCK_TIMEOUT_MS,
+    PG_SCHEMA_VERSION, PG_STATEMENT_TIMEOUT_MS, PG_STATEMENTS_MAX,
+};
 mod rows;
 pub(crate) mod sql;
 pub mod usage;
