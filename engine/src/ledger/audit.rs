@@ -113,20 +113,13 @@ pub(crate) fn append(
 /// (another proxy on the file, an operator's `ledger verify` beside a serving proxy) must not
 /// make a log read before its append and a head read after it look like a broken chain.
 pub(crate) fn verify(reader: &Reader) -> Result<ChainReport, VerifyFailure> {
-    let mut found = None;
-    let report = reader.snapshot(|conn| match verify_in(conn) {
-        Ok(report) => Ok(Some(report)),
-        Err(VerifyFailure::Broken(broken)) => {
-            found = Some(broken);
-            Ok(None)
-        }
+    // The snapshot's own error type is the database's: a break travels inside its Ok.
+    let walked = reader.snapshot(|conn| match verify_in(conn) {
+        Ok(report) => Ok(Ok(report)),
+        Err(VerifyFailure::Broken(broken)) => Ok(Err(broken)),
         Err(VerifyFailure::Db(error)) => Err(error),
     })?;
-    match (report, found) {
-        (Some(report), _) => Ok(report),
-        (None, Some(broken)) => Err(VerifyFailure::Broken(broken)),
-        (None, None) => unreachable!("a walk that found no break returns its report"),
-    }
+    walked.map_err(VerifyFailure::Broken)
 }
 
 fn verify_in(conn: &dyn Sql) -> Result<ChainReport, VerifyFailure> {

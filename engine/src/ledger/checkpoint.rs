@@ -12,9 +12,9 @@
 //! read-only). Any other failure (a full disk, a lock) leaves the WAL holding every commit; it
 //! is said once and tried again on the next tick.
 
-use super::{BUSY_TIMEOUT_MS, DiskFault, LedgerError, poisoned_lock, sqlite};
+use super::{BUSY_TIMEOUT_MS, DiskFault, LedgerError, mark_poisoned, poisoned_why, sqlite};
 use rusqlite::{Connection, OpenFlags};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -102,7 +102,7 @@ impl Drop for Checkpointer {
 }
 
 /// Checkpoints every [`CHECKPOINT_EVERY`] until told to stop or an I/O error poisons the file.
-fn run(conn: &Connection, path: &PathBuf, stop: &(Mutex<bool>, Condvar)) {
+fn run(conn: &Connection, path: &Path, stop: &(Mutex<bool>, Condvar)) {
     let (stopped, wake) = stop;
     let mut failing = false;
     let mut behind = false;
@@ -168,8 +168,8 @@ enum Tick {
 }
 
 /// One `PASSIVE` checkpoint. An I/O error poisons the file, as a failed commit does.
-fn checkpoint(conn: &Connection, path: &PathBuf) -> Tick {
-    if poisoned_lock().iter().any(|(p, _)| p == path) {
+fn checkpoint(conn: &Connection, path: &Path) -> Tick {
+    if poisoned_why(path).is_some() {
         return Tick::Poisoned;
     }
     // (busy, frames in the WAL, frames copied): contention and readers holding old snapshots
@@ -191,9 +191,6 @@ fn checkpoint(conn: &Connection, path: &PathBuf) -> Tick {
         return Tick::Failed(error);
     }
     tracing::error!(%error, "the ledger's checkpoint failed with an I/O error; this process writes nothing more");
-    let mut poisoned = poisoned_lock();
-    if !poisoned.iter().any(|(p, _)| p == path) {
-        poisoned.push((path.clone(), format!("checkpoint: {error}")));
-    }
+    mark_poisoned(path, format!("checkpoint: {error}"));
     Tick::Poisoned
 }

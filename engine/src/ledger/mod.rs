@@ -239,6 +239,22 @@ fn poisoned_lock() -> MutexGuard<'static, Vec<(PathBuf, String)>> {
     POISONED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Marks `file` poisoned with `why`, unless it already is (the first reason stands).
+pub(crate) fn mark_poisoned(file: &Path, why: String) {
+    let mut poisoned = poisoned_lock();
+    if !poisoned.iter().any(|(path, _)| path == file) {
+        poisoned.push((file.to_owned(), why));
+    }
+}
+
+/// Why `file` takes no more writes from this process, if it is poisoned.
+pub(crate) fn poisoned_why(file: &Path) -> Option<String> {
+    poisoned_lock()
+        .iter()
+        .find(|(path, _)| path == file)
+        .map(|(_, why)| why.clone())
+}
+
 impl Ledger {
     /// Opens (creating if absent) the ledger at `path`, checks every pragma, migrates, and
     /// verifies the audit chain. Refuses an in-memory database: it would lose every promise at
@@ -401,10 +417,7 @@ impl Ledger {
                 if let Err(error) = &written {
                     writer.job_failed(error);
                     if error.disk_fault() == Some(DiskFault::Io) {
-                        let mut poisoned = poisoned_lock();
-                        if !poisoned.iter().any(|(path, _)| *path == self.path) {
-                            poisoned.push((self.path.clone(), error.to_string()));
-                        }
+                        mark_poisoned(&self.path, error.to_string());
                     }
                 }
                 written
@@ -427,10 +440,7 @@ impl Ledger {
 
     /// Why this ledger refuses every write, if an I/O error poisoned its file in this process.
     pub fn poisoned(&self) -> Option<String> {
-        poisoned_lock()
-            .iter()
-            .find(|(path, _)| *path == self.path)
-            .map(|(_, why)| why.clone())
+        poisoned_why(&self.path)
     }
 
     /// Applies `event` to the intent `key`: the one way the engine changes state. The row is

@@ -23,7 +23,7 @@
 
 use super::sql::{DbError, DbResult, Dialect, Row, Sql, Val};
 use super::writer::{BatchFailure, Cause};
-use super::{APPLY_RETRIES_MAX, BUSY_TIMEOUT_MS, LedgerError, poisoned_lock};
+use super::{APPLY_RETRIES_MAX, BUSY_TIMEOUT_MS, LedgerError, mark_poisoned, poisoned_why};
 use bytes::BytesMut;
 use futures_util::{StreamExt, pin_mut};
 use std::cell::RefCell;
@@ -474,22 +474,16 @@ impl PgWriter {
     }
 
     fn poisoned(&self) -> Option<BatchFailure> {
-        poisoned_lock()
-            .iter()
-            .find(|(file, _)| *file == self.file)
-            .map(|(_, why)| BatchFailure {
-                path: self.target.clone(),
-                cause: Cause::Poisoned(why.clone()),
-            })
+        poisoned_why(&self.file).map(|why| BatchFailure {
+            path: self.target.clone(),
+            cause: Cause::Poisoned(why),
+        })
     }
 
     /// Ends this handle's writing: the connection is gone, or a commit's outcome is unknown.
     fn poison(&self, why: String) -> BatchFailure {
         tracing::error!(ledger = %self.target, "{why}");
-        let mut poisoned = poisoned_lock();
-        if !poisoned.iter().any(|(file, _)| *file == self.file) {
-            poisoned.push((self.file.clone(), why.clone()));
-        }
+        mark_poisoned(&self.file, why.clone());
         BatchFailure {
             path: self.target.clone(),
             cause: Cause::Poisoned(why),

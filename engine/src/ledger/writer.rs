@@ -9,7 +9,7 @@
 
 use super::postgres::PgWriter;
 use super::sql::{DbResult, Row, Sql, Val};
-use super::{APPLY_RETRIES_MAX, LedgerError, poisoned_lock};
+use super::{APPLY_RETRIES_MAX, LedgerError, mark_poisoned, poisoned_why};
 use interlock_group_commit::Store;
 use rusqlite::{Connection, ffi};
 use std::ops::Deref;
@@ -234,22 +234,16 @@ impl SqliteWriter {
     fn poison_on_io(&self, failure: &BatchFailure) {
         let error = LedgerError::from(failure.clone());
         if error.disk_fault() == Some(super::DiskFault::Io) {
-            let mut poisoned = poisoned_lock();
-            if !poisoned.iter().any(|(file, _)| *file == self.file) {
-                poisoned.push((self.file.clone(), error.to_string()));
-            }
+            mark_poisoned(&self.file, error.to_string());
         }
     }
 
     /// Why the file takes no more writes, if a write of this process failed with an I/O error.
     fn poisoned(&self) -> Option<BatchFailure> {
-        poisoned_lock()
-            .iter()
-            .find(|(file, _)| *file == self.file)
-            .map(|(_, why)| BatchFailure {
-                path: self.path.clone(),
-                cause: Cause::Poisoned(why.clone()),
-            })
+        poisoned_why(&self.file).map(|why| BatchFailure {
+            path: self.path.clone(),
+            cause: Cause::Poisoned(why),
+        })
     }
 
     /// Runs `sql`, tried again while another process keeps the database busy past the busy
@@ -380,10 +374,7 @@ impl SqliteWriter {
                 LedgerError::from(failure)
             );
             tracing::error!(ledger = %self.path, "{why}");
-            let mut poisoned = poisoned_lock();
-            if !poisoned.iter().any(|(file, _)| *file == self.file) {
-                poisoned.push((self.file.clone(), why));
-            }
+            mark_poisoned(&self.file, why);
         }
     }
 

@@ -212,13 +212,6 @@ impl World {
     /// counterparts are in `tests/postgres.rs`.
     pub fn on_sqlite() -> World {
         World {
-            postgres: None,
-            ..World::without_ledger()
-        }
-    }
-
-    fn without_ledger() -> World {
-        World {
             dir: tempfile::tempdir().expect("a temp dir"),
             clock: Arc::new(ManualClock::new(T0)),
             calls: Arc::new(Mutex::new(Vec::new())),
