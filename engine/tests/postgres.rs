@@ -1,7 +1,7 @@
 //! The PostgreSQL ledger keeps the promises `ledger.rs` checks on the SQLite file: the audit
 //! log refuses changes, a record changed behind its back (triggers dropped by the tables'
 //! owner) is found where it was changed, and a schema from a newer Interlock is refused. These
-//! run on a real server whatever `INTERLOCK_TEST_BACKEND` says (`common/postgres.rs`).
+//! run on a real server whatever `INTERLOCK_TEST_BACKEND` says (`interlock-pgtest`).
 
 mod common;
 
@@ -12,7 +12,7 @@ use interlock_engine::{Ledger, Outcome};
 /// A world on PostgreSQL with two applied refunds in its ledger.
 fn busy_postgres() -> World {
     let mut world = World::on_sqlite();
-    world.postgres = Some(postgres::fresh_database());
+    world.postgres = Some(interlock_pgtest::fresh_database());
     let engine = world.engine(world.rail(), "p1");
     assert_eq!(engine.ledger().backend(), Backend::Postgres);
     let live = live();

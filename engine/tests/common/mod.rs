@@ -2,8 +2,6 @@
 //! ledger file, and the verdicts over the ledger and the rail.
 #![allow(dead_code)]
 
-pub mod postgres;
-
 use interlock_engine::gates::LiveTool;
 use interlock_engine::memory_rail::MemoryRail;
 use interlock_engine::{Engine, EngineConfig, Ledger, ManualClock};
@@ -203,7 +201,7 @@ impl World {
             dir: tempfile::tempdir().expect("a temp dir"),
             clock: Arc::new(ManualClock::new(T0)),
             calls: Arc::new(Mutex::new(Vec::new())),
-            postgres: (backend() == Backend::Postgres).then(postgres::fresh_database),
+            postgres: (backend() == Backend::Postgres).then(interlock_pgtest::fresh_database),
         }
     }
 
