@@ -65,3 +65,7 @@ pub const KILL_POINTS: &[&str] = &[
     "during_reconcile",
     "during_recovery",
 ];
+
+/// The kill points of the PostgreSQL ledger only: `pg_commit`, between a batch's last
+/// statement and its `COMMIT` (the chaos matrix stops the process there and kills the server).
+pub const PG_KILL_POINTS: &[&str] = &["pg_commit"];

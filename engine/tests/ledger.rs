@@ -154,7 +154,19 @@ fn a_version_1_ledger_migrates_keeping_its_rows_indexes_and_triggers() {
 }
 
 fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<usize> {
-    let mut columns = vec![
+    let mut columns = insert_defaults();
+    for (name, value) in overrides {
+        match columns.iter_mut().find(|(n, _)| n == name) {
+            Some(column) => column.1 = value,
+            None => columns.push((name, value)),
+        }
+    }
+    raw(db).execute(&insert_sql(&columns), [])
+}
+
+/// A valid `PROPOSED` row's columns, as SQL literals.
+fn insert_defaults() -> Vec<(&'static str, &'static str)> {
+    vec![
         ("merchant_id", "'acc_TEST'"),
         ("sik", "'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'"),
         ("tool", "'create_refund'"),
@@ -176,23 +188,30 @@ fn insert(db: &std::path::Path, overrides: &[(&str, &str)]) -> rusqlite::Result<
         ("audit_seq", "1"),
         ("first_seen_at", "1"),
         ("updated_at", "1"),
-    ];
+    ]
+}
+
+/// The `INSERT` of one intent row with these columns.
+fn insert_sql(columns: &[(&str, &str)]) -> String {
+    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+    let values: Vec<&str> = columns.iter().map(|(_, v)| *v).collect();
+    format!(
+        "INSERT INTO intents ({}) VALUES ({})",
+        names.join(", "),
+        values.join(", ")
+    )
+}
+
+/// [`insert`] on whichever backend `raw` reaches.
+fn insert_on(raw: &Raw, overrides: &[(&str, &str)]) -> Result<(), String> {
+    let mut columns = insert_defaults();
     for (name, value) in overrides {
         match columns.iter_mut().find(|(n, _)| n == name) {
             Some(column) => column.1 = value,
             None => columns.push((name, value)),
         }
     }
-    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-    let values: Vec<&str> = columns.iter().map(|(_, v)| *v).collect();
-    raw(db).execute(
-        &format!(
-            "INSERT INTO intents ({}) VALUES ({})",
-            names.join(", "),
-            values.join(", ")
-        ),
-        [],
-    )
+    raw.execute(&insert_sql(&columns))
 }
 
 #[test]
@@ -365,17 +384,16 @@ fn a_state_written_behind_the_logs_back_is_found() {
 /// in SQL that drifted from the machine would count (or stop counting) money behind its back.
 #[test]
 fn the_counted_states_table_is_the_machines_predicate() {
-    let world = World::on_sqlite();
-    drop(Ledger::open(&world.db()).unwrap());
-    let conn = rusqlite::Connection::open(world.db()).unwrap();
-    let mut statement = conn
-        .prepare("SELECT state FROM counted_states ORDER BY state")
-        .unwrap();
-    let table: Vec<String> = statement
-        .query_map([], |row| row.get(0))
+    // On the backend INTERLOCK_TEST_BACKEND names: the PostgreSQL schema has its own copy.
+    let world = World::new();
+    drop(world.open_ledger());
+    let table: Vec<String> = world
+        .raw()
+        .query("SELECT state FROM counted_states ORDER BY state", &[])
         .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .iter()
+        .map(|row| row.get(0).unwrap())
+        .collect();
     let mut machine: Vec<String> = interlock_machine::State::ALL
         .into_iter()
         .filter(|state| state.is_counted())
@@ -391,9 +409,10 @@ fn the_counted_states_table_is_the_machines_predicate() {
 #[test]
 fn the_schemas_lease_rule_is_the_machines_predicate() {
     use interlock_machine::State;
-    let world = World::on_sqlite();
-    drop(Ledger::open(&world.db()).unwrap());
-    let db = world.db();
+    // On the backend INTERLOCK_TEST_BACKEND names: the PostgreSQL schema has its own CHECKs.
+    let world = World::new();
+    drop(world.open_ledger());
+    let db = world.raw();
     for state in State::ALL {
         let quoted = format!("'{}'", state.as_str());
         // Only the lease is under test: the attempt and entity columns are set as each state
@@ -413,11 +432,11 @@ fn the_schemas_lease_rule_is_the_machines_predicate() {
             ("attempt_seq", attempt),
             ("rail_entity_id", entity),
         ];
-        let without = insert(&db, &row);
-        raw(&db).execute("DELETE FROM intents", []).unwrap();
+        let without = insert_on(&db, &row);
+        db.execute("DELETE FROM intents").unwrap();
         row.extend([("lease_owner", "'p1'"), ("lease_expires_at", "5")]);
-        let with = insert(&db, &row);
-        raw(&db).execute("DELETE FROM intents", []).unwrap();
+        let with = insert_on(&db, &row);
+        db.execute("DELETE FROM intents").unwrap();
         assert_eq!(
             with.is_ok(),
             state.holds_lease(),

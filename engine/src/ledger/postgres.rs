@@ -535,6 +535,14 @@ impl PgWriter {
         if let Some(poisoned) = self.poisoned() {
             return Err(poisoned);
         }
+        // The chaos matrix stops the process here (`pg_commit=1*return(stop)`) and kills the
+        // database server before it continues: the COMMIT then goes to a dead server.
+        #[cfg(feature = "failpoints")]
+        if let Some(Some(error)) = fail::eval("pg_commit", |arg: Option<String>| {
+            crate::executor::at_kill_point("pg_commit", arg.as_deref())
+        }) {
+            return Err(self.poison(format!("{error} before its COMMIT")));
+        }
         match self.conn.batch("COMMIT") {
             Ok(()) => Ok(()),
             // The server answered: it did not commit (a deferred check failed, say).
