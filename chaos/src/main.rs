@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use interlock_chaos::matrix::{self, JOBS_MAX, Plan, TRIALS_MAX};
-use interlock_chaos::plan::{self, Action, Fault, Point, Shape};
+use interlock_chaos::plan::{self, Action, Backend, Fault, Point, Shape};
 use interlock_chaos::soak;
 use interlock_chaos::trial;
 use interlock_chaos::world::Bins;
@@ -83,10 +83,17 @@ struct MatrixArgs {
     /// Leave out the cells where two proxies race the same refund.
     #[arg(long)]
     no_races: bool,
-    /// Cell shapes, comma-separated: single, race, stall (default: all). A stall cell stops
-    /// a proxy (SIGSTOP) past its lease at its point while a second one serves the ledger.
+    /// Cell shapes, comma-separated: single, race, stall, server_kill (default: all). A stall
+    /// cell stops a proxy (SIGSTOP) past its lease at its point while a second one serves the
+    /// ledger; a server-kill cell (PostgreSQL only) SIGKILLs the database server.
     #[arg(long, value_delimiter = ',', value_parser = Shape::parse)]
     shapes: Vec<Shape>,
+    /// Where the ledger is: `sqlite` (a file per trial) or `postgres` (a database per trial on
+    /// a throwaway PostgreSQL cluster this command starts, installing PostgreSQL if it must;
+    /// a server of its own for each server-kill trial). A run writes its backend's part of
+    /// the results file and keeps the other's.
+    #[arg(long, default_value = "sqlite", value_parser = Backend::parse)]
+    backend: Backend,
     /// Trials per stall cell (each waits out a lease, so they are fewer by default).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i64::from(TRIALS_MAX)))]
     stall_trials: u32,
@@ -205,7 +212,11 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
         std::env::temp_dir().join(format!("interlock-chaos-{}", std::process::id()))
     });
     let points = if args.points.is_empty() {
-        Point::ALL.to_vec()
+        let mut all = Point::ALL.to_vec();
+        if args.backend == Backend::Postgres {
+            all.push(Point::PgCommit);
+        }
+        all
     } else {
         args.points.clone()
     };
@@ -219,21 +230,19 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
     } else {
         args.actions.clone()
     };
-    let plan = Plan {
-        cells: plan::cells(
-            &actions,
-            &points,
-            &faults,
-            !args.no_races && (args.shapes.is_empty() || args.shapes.contains(&Shape::Race)),
-            args.shapes.is_empty() || args.shapes.contains(&Shape::Stall),
-        )
+    let shapes: Vec<Shape> = Shape::ALL
         .into_iter()
-        .filter(|c| {
-            c.shape != Shape::Single
-                || args.shapes.is_empty()
-                || args.shapes.contains(&Shape::Single)
-        })
-        .collect(),
+        .filter(|s| args.shapes.is_empty() || args.shapes.contains(s))
+        .filter(|s| !(args.no_races && *s == Shape::Race))
+        .collect();
+    if args.backend == Backend::Sqlite && args.shapes.contains(&Shape::ServerKill) {
+        return Err(
+            "server_kill cells need --backend postgres (there is no server to kill under SQLite)"
+                .into(),
+        );
+    }
+    let plan = Plan {
+        cells: plan::cells(args.backend, &actions, &points, &faults, &shapes),
         trials: args.trials,
         stall_trials: args.stall_trials,
         seed: args.seed,
@@ -249,7 +258,26 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
         work_dir.display()
     );
     eprintln!("interlock-chaos: binaries {provenance}");
-    let setup = Arc::new(trial::setup(bins, work_dir.clone(), args.keep)?);
+    if plan.cells.is_empty() {
+        return Err(format!(
+            "the options select no cell on {} (its cells run under {} only)",
+            args.backend,
+            match args.backend {
+                Backend::Sqlite => "the chosen faults".to_owned(),
+                Backend::Postgres => plan::POSTGRES_FAULTS
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+        ));
+    }
+    let setup = Arc::new(trial::setup(
+        bins,
+        work_dir.clone(),
+        args.keep,
+        args.backend,
+    )?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -262,8 +290,16 @@ fn matrix_command(args: MatrixArgs) -> Result<bool, String> {
             .chain(std::env::args().skip(1))
             .collect::<Vec<_>>()
             .join(" ");
-        let text =
-            matrix::results_markdown(&outcome, &plan, &command, &provenance, &matrix::utc_now());
+        let part = matrix::results_markdown(
+            &outcome,
+            &plan,
+            args.backend,
+            &command,
+            &provenance,
+            &matrix::utc_now(),
+        );
+        let existing = std::fs::read_to_string(&args.out).ok();
+        let text = matrix::merge_results(existing.as_deref(), args.backend, &part);
         std::fs::write(&args.out, text)
             .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
         eprintln!("interlock-chaos: wrote {}", args.out.display());

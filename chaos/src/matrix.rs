@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Cell, Shape};
+use crate::plan::{Backend, Cell, Shape};
 use crate::trial::{self, Report, Setup};
 use crate::verdict::{KillVerdict, Kind, Violation};
 
@@ -40,7 +40,7 @@ impl Plan {
     pub fn trials_of(&self, cell: &Cell) -> u32 {
         match cell.shape {
             Shape::Stall => self.stall_trials,
-            Shape::Single | Shape::Race => self.trials,
+            Shape::Single | Shape::Race | Shape::ServerKill => self.trials,
         }
     }
 }
@@ -301,18 +301,57 @@ pub fn totals(outcome: &Outcome) -> String {
     )
 }
 
-/// `docs/RESULTS.chaos.md`: machine-written, with the date, where the binaries came from
-/// (`provenance`, one sentence) and the command.
+/// The heading the PostgreSQL part of `docs/RESULTS.chaos.md` starts at: a `--backend
+/// postgres` run replaces the file from here on, a SQLite run everything before it.
+pub const POSTGRES_HEADING: &str = "## PostgreSQL cells";
+
+/// The results file with `backend`'s part replaced by `part` and the other backend's part of
+/// `existing` (if any) kept as it was.
+pub fn merge_results(existing: Option<&str>, backend: Backend, part: &str) -> String {
+    let marker = format!("\n{POSTGRES_HEADING}\n");
+    let (sqlite, postgres) = match existing.and_then(|text| text.find(&marker)) {
+        Some(at) => {
+            let text = existing.expect("found in it");
+            (Some(&text[..at]), Some(&text[at + 1..]))
+        }
+        None => (existing, None),
+    };
+    match backend {
+        Backend::Sqlite => match postgres {
+            Some(postgres) => format!("{}\n{postgres}", part.trim_end()),
+            None => part.to_owned(),
+        },
+        Backend::Postgres => {
+            let sqlite = sqlite.map_or_else(
+                || "# Chaos matrix results\n\nThe SQLite cells have not been run into this file yet: `cargo run -p interlock-chaos --release -- matrix --jobs 14`.\n".to_owned(),
+                |text| text.trim_end().to_owned() + "\n",
+            );
+            format!("{sqlite}\n{}", part.trim_end()) + "\n"
+        }
+    }
+}
+
+/// One backend's part of `docs/RESULTS.chaos.md`: machine-written, with the date, where the
+/// binaries came from (`provenance`, one sentence) and the command.
 pub fn results_markdown(
     outcome: &Outcome,
     plan: &Plan,
+    backend: Backend,
     command: &str,
     provenance: &str,
     date: &str,
 ) -> String {
     let mut out = String::new();
-    out.push_str("# Chaos matrix results\n\n");
-    out.push_str("Machine-written by `interlock-chaos matrix`; do not edit by hand, run the command again.\n\n");
+    match backend {
+        Backend::Sqlite => {
+            out.push_str("# Chaos matrix results\n\n");
+            out.push_str("Machine-written by `interlock-chaos matrix`; do not edit by hand, run the command again. The SQLite cells come first; the PostgreSQL cells, from a run of their own (`--backend postgres`), follow under their heading.\n\n");
+        }
+        Backend::Postgres => {
+            let _ = writeln!(out, "{POSTGRES_HEADING}\n");
+            out.push_str("Machine-written by `interlock-chaos matrix --backend postgres`. The same trials on a real PostgreSQL server (a throwaway cluster the run starts: `initdb`, a Unix socket): each trial's ledger is a database of its own, and each proxy runs in a working directory of its own, as on two hosts; `race` cells race the two over the one database. A `server-kill` cell has a server of its own: its proxy stops itself (SIGSTOP) inside the first batch's `COMMIT` (`pg_commit`: the intent and its `IN_FLIGHT` attempt written, the `COMMIT` not sent) just after it (`after_wal_before_call`: the rail not yet called, and the proxy, held past its moment, must not send late) or with the rail's answer in memory (`during_call`: the outcome's commit meets the dead server), the server is SIGKILLed (the postmaster, then every process it started), the proxy is continued into the dead server and must exit without calling the rail again, the server is started again (crash recovery from its WAL), and the agent retries on a fresh proxy. `kills landed` there counts the server kills made at the point.\n\n");
+        }
+    }
     let _ = writeln!(out, "- date (UTC): {date}");
     let _ = writeln!(out, "- binaries: {provenance}");
     let _ = writeln!(out, "- command: `{command}`");
@@ -322,8 +361,10 @@ pub fn results_markdown(
         plan.seed, plan.trials, plan.stall_trials, plan.jobs
     );
     let _ = writeln!(out, "- **total: {}**\n", totals(outcome));
-    out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. A stall cell instead SIGSTOPs the armed proxy at its point past its lease while the agent retries on a second proxy over the same ledger, then SIGCONTs it; `kills landed` there counts stalls that landed. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
-    out.push_str("Faults the matrix does not reach as cells are measured elsewhere, each machine-written too: a full or failing disk under the ledger, wall-clock jumps and a hostile upstream in `docs/RESULTS.faults.md` (`scripts/fault-figures.sh`, the tests of `proxy/tests/{disk,clock,hostile}.rs` with their figures), an hour of mixed load with kills in `docs/RESULTS.soak.md` (`interlock-chaos soak`).\n\n");
+    if backend == Backend::Sqlite {
+        out.push_str("Each trial: a fresh directory, the real `interlock serve` (built with kill points) in front of the real `interlock-rail-mock`, one refund, the armed point SIGKILLs the proxy, restarts with boot recovery, the agent retries, and the verdict is read from the rail's journal and the ledger. A stall cell instead SIGSTOPs the armed proxy at its point past its lease while the agent retries on a second proxy over the same ledger, then SIGCONTs it; `kills landed` there counts stalls that landed. `after recovery`, `before operator` and `after retry` are `entities on the rail·intent state`: once the restarted proxy serves, when the intent first rests after the agent's retry (what the proxy reached on its own), and at the end. `chaos/README.md` explains the cells, the generations of each trial and every violation kind.\n\n");
+        out.push_str("Faults the matrix does not reach as cells are measured elsewhere, each machine-written too: a full or failing disk under the ledger, wall-clock jumps and a hostile upstream in `docs/RESULTS.faults.md` (`scripts/fault-figures.sh`, the tests of `proxy/tests/{disk,clock,hostile}.rs` with their figures), an hour of mixed load with kills in `docs/RESULTS.soak.md` (`interlock-chaos soak`).\n\n");
+    }
     out.push_str(&table(outcome));
     let failures: Vec<(&Report, &Violation)> = outcome
         .cells
@@ -393,6 +434,28 @@ mod tests {
             "2× 1·APPLIED, 1× 0·UNKNOWN"
         );
         assert_eq!(distribution(std::iter::empty()), "");
+    }
+
+    #[test]
+    fn each_backend_replaces_its_own_part_and_keeps_the_other() {
+        let sqlite_v1 = "# Chaos matrix results\n\nsqlite one\n";
+        let pg_v1 = format!("{POSTGRES_HEADING}\n\npg one\n");
+        let both = merge_results(Some(sqlite_v1), Backend::Postgres, &pg_v1);
+        assert!(both.starts_with(sqlite_v1));
+        assert!(both.ends_with(&pg_v1));
+        let sqlite_v2 = "# Chaos matrix results\n\nsqlite two\n";
+        let again = merge_results(Some(&both), Backend::Sqlite, sqlite_v2);
+        assert!(again.contains("sqlite two") && !again.contains("sqlite one"));
+        assert!(
+            again.ends_with(&pg_v1),
+            "the PostgreSQL part is kept: {again}"
+        );
+        let pg_v2 = format!("{POSTGRES_HEADING}\n\npg two\n");
+        let last = merge_results(Some(&again), Backend::Postgres, &pg_v2);
+        assert!(last.contains("sqlite two") && last.contains("pg two") && !last.contains("pg one"));
+        assert_eq!(last.matches(POSTGRES_HEADING).count(), 1);
+        assert_eq!(merge_results(None, Backend::Sqlite, sqlite_v1), sqlite_v1);
+        assert!(merge_results(None, Backend::Postgres, &pg_v1).contains("have not been run"));
     }
 
     #[test]

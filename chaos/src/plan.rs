@@ -27,6 +27,11 @@ pub enum Point {
     /// Inside boot recovery, at its third round (a lease taken back, a pass due). A double
     /// crash: the first process dies at `during_call`, the restart dies here.
     DuringRecovery,
+    /// PostgreSQL only (`interlock_engine::PG_KILL_POINTS`): the first batch's statements
+    /// (the intent, its permission and its `IN_FLIGHT` attempt) have run and its `COMMIT` is
+    /// not sent. Not in [`Point::ALL`]: a server-kill cell stops the proxy here and kills the
+    /// server, so that the `COMMIT` goes to a dead server.
+    PgCommit,
 }
 
 impl Point {
@@ -42,6 +47,16 @@ impl Point {
         Point::DuringRecovery,
     ];
 
+    /// Where a server-kill cell kills the database server: during the `IN_FLIGHT` commit
+    /// (its `COMMIT` not yet sent), after it with the rail not yet called (the held proxy
+    /// must not send late), and after it with the rail's answer in memory (the outcome's
+    /// commit meets a dead server).
+    pub const SERVER_KILL: [Point; 3] = [
+        Point::PgCommit,
+        Point::AfterWalBeforeCall,
+        Point::DuringCall,
+    ];
+
     /// The fail point's name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -53,6 +68,7 @@ impl Point {
             Point::AfterCommitBeforeAck => "after_commit_before_ack",
             Point::DuringReconcile => "during_reconcile",
             Point::DuringRecovery => "during_recovery",
+            Point::PgCommit => "pg_commit",
         }
     }
 
@@ -60,6 +76,7 @@ impl Point {
     pub fn parse(name: &str) -> Result<Point, String> {
         Point::ALL
             .into_iter()
+            .chain([Point::PgCommit])
             .find(|p| p.name() == name)
             .ok_or_else(|| {
                 format!(
@@ -88,6 +105,8 @@ impl Point {
                 kill("during_recovery=2*off->return(kill)"),
                 None,
             ],
+            // Only the first batch: the one that commits the intent's `IN_FLIGHT`.
+            Point::PgCommit => vec![kill("pg_commit=1*return(kill)"), None],
             point => vec![Some(format!("{}=return(kill)", point.name())), None],
         }
     }
@@ -270,6 +289,48 @@ pub enum Shape {
     /// its lease while the agent retries on the second, then continued (SIGCONT): a process
     /// that wakes with stale knowledge (ADR 0003, A2).
     Stall,
+    /// PostgreSQL only, a server of the trial's own: the proxy stops itself (SIGSTOP) at its
+    /// point, the database server is SIGKILLed, the proxy is continued into the dead server,
+    /// the server is started again (crash recovery from its WAL), and the agent retries on a
+    /// fresh proxy.
+    ServerKill,
+}
+
+/// Where the ledger is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// A SQLite file in the trial's directory (the proxies of a race or a stall share it).
+    Sqlite,
+    /// A database of the trial's own on a real PostgreSQL server; each proxy runs in a
+    /// working directory of its own, as on two hosts.
+    Postgres,
+}
+
+impl Backend {
+    /// Both.
+    pub const ALL: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+
+    /// A backend by name.
+    pub fn parse(name: &str) -> Result<Backend, String> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| format!("unknown backend {name:?} (known: sqlite, postgres)"))
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One cell of the matrix.
@@ -281,13 +342,15 @@ pub struct Cell {
     pub fault: Fault,
     /// The money call.
     pub action: Action,
-    /// One proxy, two racing, or one stalled while the other serves.
+    /// One proxy, two racing, one stalled while the other serves, or the server killed.
     pub shape: Shape,
+    /// Where the ledger is.
+    pub backend: Backend,
 }
 
 impl Shape {
     /// Every shape, in the order the matrix runs them.
-    pub const ALL: [Shape; 3] = [Shape::Single, Shape::Race, Shape::Stall];
+    pub const ALL: [Shape; 4] = [Shape::Single, Shape::Race, Shape::Stall, Shape::ServerKill];
 
     /// Its name on the command line.
     pub const fn name(self) -> &'static str {
@@ -295,6 +358,7 @@ impl Shape {
             Shape::Single => "single",
             Shape::Race => "race",
             Shape::Stall => "stall",
+            Shape::ServerKill => "server_kill",
         }
     }
 
@@ -303,18 +367,30 @@ impl Shape {
         Shape::ALL
             .into_iter()
             .find(|s| s.name() == name)
-            .ok_or_else(|| format!("unknown shape {name:?} (known: single, race, stall)"))
+            .ok_or_else(|| {
+                format!("unknown shape {name:?} (known: single, race, stall, server_kill)")
+            })
     }
 }
 
 impl Cell {
-    /// The cell's name in tables: `refund: point × fault`, `race settlement: point × fault`.
+    /// The cell's name in tables: `refund: point × fault`, `race settlement: point × fault`,
+    /// and `pg …` before each on PostgreSQL.
     pub fn label(&self) -> String {
-        match self.shape {
-            Shape::Single => format!("{}: {} × {}", self.action, self.point, self.fault),
-            Shape::Race => format!("race {}: {} × {}", self.action, self.point, self.fault),
-            Shape::Stall => format!("stall {}: {} × {}", self.action, self.point, self.fault),
-        }
+        let backend = match self.backend {
+            Backend::Sqlite => "",
+            Backend::Postgres => "pg ",
+        };
+        let shape = match self.shape {
+            Shape::Single => "",
+            Shape::Race => "race ",
+            Shape::Stall => "stall ",
+            Shape::ServerKill => "server-kill ",
+        };
+        format!(
+            "{backend}{shape}{}: {} × {}",
+            self.action, self.point, self.fault
+        )
     }
 
     /// Whether every trial of this cell must land its kill (or its stall). A race cell's armed
@@ -343,30 +419,39 @@ pub fn stalls_at(point: Point, fault: Fault) -> bool {
 /// The race cells' fault profiles: a healthy rail and an applied-but-unanswered call.
 pub const RACE_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
 
-/// The cells of `actions` × `points` × `faults`, single-process first, then the race cells for
-/// the chosen points under those of [`RACE_FAULTS`] that were chosen, then the stall cells
-/// ([`stalls_at`]).
+/// The fault profiles of every PostgreSQL cell: a healthy rail, and an applied-but-unanswered
+/// call (the one that leaves an intent for recovery and the reconciler to prove). The rail's
+/// other faults meet the same driver on either backend; what differs here is the ledger.
+pub const POSTGRES_FAULTS: [Fault; 2] = [Fault::None, Fault::TimeoutAfterApply];
+
+/// The cells of `actions` × `points` × `faults` in `shapes` on `backend`: single-process
+/// first, then the race cells under those of [`RACE_FAULTS`] that were chosen, then the stall
+/// cells ([`stalls_at`]), then (PostgreSQL only) the server-kill cells at the chosen points of
+/// [`Point::SERVER_KILL`]. On PostgreSQL every cell runs under [`POSTGRES_FAULTS`] only.
 pub fn cells(
+    backend: Backend,
     actions: &[Action],
     points: &[Point],
     faults: &[Fault],
-    races: bool,
-    stalls: bool,
+    shapes: &[Shape],
 ) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for shape in [Shape::Single, Shape::Race, Shape::Stall] {
-        if (shape == Shape::Race && !races) || (shape == Shape::Stall && !stalls) {
+    for shape in Shape::ALL {
+        if !shapes.contains(&shape) || (shape == Shape::ServerKill && backend != Backend::Postgres)
+        {
             continue;
         }
         for &action in actions {
             for &point in points {
                 for &fault in faults {
                     let chosen = match shape {
-                        Shape::Single => true,
-                        Shape::Race => RACE_FAULTS.contains(&fault),
-                        Shape::Stall => stalls_at(point, fault),
+                        Shape::Single => Point::ALL.contains(&point),
+                        Shape::Race => Point::ALL.contains(&point) && RACE_FAULTS.contains(&fault),
+                        Shape::Stall => Point::ALL.contains(&point) && stalls_at(point, fault),
+                        Shape::ServerKill => Point::SERVER_KILL.contains(&point),
                     };
-                    if !chosen {
+                    let on_backend = backend == Backend::Sqlite || POSTGRES_FAULTS.contains(&fault);
+                    if !chosen || !on_backend {
                         continue;
                     }
                     cells.push(Cell {
@@ -374,6 +459,7 @@ pub fn cells(
                         fault,
                         action,
                         shape,
+                        backend,
                     });
                 }
             }
@@ -403,6 +489,13 @@ mod tests {
         }
         assert_eq!(Point::ALL.len(), interlock_engine::KILL_POINTS.len() + 1);
         assert!(Point::parse("mid_call").is_ok());
+        for name in interlock_engine::PG_KILL_POINTS {
+            let point = Point::parse(name).expect("a PostgreSQL kill point is known");
+            assert!(
+                Point::SERVER_KILL.contains(&point),
+                "{name} has server-kill cells"
+            );
+        }
     }
 
     #[test]
@@ -447,7 +540,13 @@ mod tests {
 
     #[test]
     fn race_and_stall_cells_only_under_their_profiles() {
-        let all = cells(&Action::ALL, &Point::ALL, &Fault::ALL, true, true);
+        let all = cells(
+            Backend::Sqlite,
+            &Action::ALL,
+            &Point::ALL,
+            &Fault::ALL,
+            &Shape::ALL,
+        );
         let count = |shape: Shape| all.iter().filter(|c| c.shape == shape).count();
         assert_eq!(
             count(Shape::Single),
@@ -457,17 +556,65 @@ mod tests {
         // Every point but boot recovery under both profiles, a reconcile pass under the one
         // that leaves a call ambiguous.
         assert_eq!(count(Shape::Stall), 2 * (6 * STALL_FAULTS.len() + 1));
-        assert!(
-            cells(&Action::ALL, &Point::ALL, &[Fault::Partition], true, true)
-                .iter()
-                .all(|c| c.shape == Shape::Single)
+        assert_eq!(
+            count(Shape::ServerKill),
+            0,
+            "no server to kill under SQLite"
         );
         assert!(
-            cells(&Action::ALL, &Point::ALL, &Fault::ALL, false, false)
-                .iter()
-                .all(|c| c.shape == Shape::Single)
+            cells(
+                Backend::Sqlite,
+                &Action::ALL,
+                &Point::ALL,
+                &[Fault::Partition],
+                &Shape::ALL
+            )
+            .iter()
+            .all(|c| c.shape == Shape::Single)
+        );
+        assert!(
+            cells(
+                Backend::Sqlite,
+                &Action::ALL,
+                &Point::ALL,
+                &Fault::ALL,
+                &[Shape::Single]
+            )
+            .iter()
+            .all(|c| c.shape == Shape::Single)
         );
         let labels: std::collections::BTreeSet<String> = all.iter().map(Cell::label).collect();
         assert_eq!(labels.len(), all.len(), "labels name cells apart");
+    }
+
+    #[test]
+    fn postgres_cells_race_every_point_and_kill_the_server_at_its_three() {
+        // As the command's default: every point, and the one of PostgreSQL only.
+        let mut points = Point::ALL.to_vec();
+        points.push(Point::PgCommit);
+        let all = cells(
+            Backend::Postgres,
+            &Action::ALL,
+            &points,
+            &Fault::ALL,
+            &Shape::ALL,
+        );
+        let count = |shape: Shape| all.iter().filter(|c| c.shape == shape).count();
+        let faults = POSTGRES_FAULTS.len();
+        assert_eq!(count(Shape::Single), 2 * Point::ALL.len() * faults);
+        assert_eq!(count(Shape::Race), 2 * Point::ALL.len() * faults);
+        assert_eq!(
+            count(Shape::ServerKill),
+            2 * Point::SERVER_KILL.len() * faults
+        );
+        assert!(all.iter().all(|c| c.backend == Backend::Postgres));
+        assert!(
+            all.iter()
+                .all(|c| c.point != Point::PgCommit || c.shape == Shape::ServerKill),
+            "pg_commit is a server-kill point only"
+        );
+        let labels: std::collections::BTreeSet<String> = all.iter().map(Cell::label).collect();
+        assert_eq!(labels.len(), all.len(), "labels name cells apart");
+        assert!(labels.contains("pg server-kill refund: pg_commit × none"));
     }
 }

@@ -12,6 +12,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
+use crate::ledger::LedgerAt;
 use crate::plan::{Action, Fault};
 use crate::world::{AGENT, Bins, PAYMENT, SETTLEMENT_DESCRIPTION};
 
@@ -96,12 +97,12 @@ impl Reply {
 /// The files of a trial a process uses.
 #[derive(Debug, Clone)]
 pub struct Files {
-    /// The trial's directory (process logs go here).
+    /// The process's working directory (its log goes here too).
     pub dir: PathBuf,
     /// The mandate.
     pub mandate: PathBuf,
     /// The ledger.
-    pub ledger: PathBuf,
+    pub ledger: LedgerAt,
     /// The rail's journal.
     pub journal: PathBuf,
     /// The rail's seed.
@@ -159,7 +160,7 @@ pub async fn start_with(
         .arg("--mandate")
         .arg(&files.mandate)
         .arg("--db")
-        .arg(&files.ledger)
+        .arg(files.ledger.arg())
         .args(["--agent", AGENT])
         .args(["--call-timeout-ms", &CALL_TIMEOUT_MS.to_string()])
         .args(["--lease-ttl-ms", &LEASE_TTL_MS.to_string()])
@@ -175,6 +176,7 @@ pub async fn start_with(
         )
         .env("RUST_LOG", "interlock=info,warn")
         .env_remove("RAZORPAY_KEY_ID")
+        .current_dir(&files.dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log)

@@ -14,13 +14,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use interlock_machine::State;
 use serde_json::{Map, Value, json};
 
+use crate::ledger::LedgerAt;
 use crate::proc::{self, Ended, Files, Proxy, Reply, Start};
 use crate::rng::Rng;
 use crate::trial::under_way;
@@ -345,7 +346,7 @@ fn files(bins: &Bins, dir: PathBuf) -> Result<Files, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let files = Files {
         mandate: dir.join("mandate.yaml"),
-        ledger: dir.join("ledger.db"),
+        ledger: LedgerAt::File(dir.join("ledger.db")),
         journal: dir.join("rail.db"),
         seed: dir.join("seed.json"),
         dir,
@@ -445,11 +446,14 @@ fn sample(
 ) -> Result<Sample, String> {
     let (rss_kib, fds) = proxy.footprint().unwrap_or((0, 0));
     let intents = intent_count(files)?;
-    let bytes: u64 = [files.ledger.clone(), files.ledger.with_extension("db-wal")]
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum();
+    let bytes: u64 = [
+        ledger_file(files).to_path_buf(),
+        ledger_file(files).with_extension("db-wal"),
+    ]
+    .iter()
+    .filter_map(|p| std::fs::metadata(p).ok())
+    .map(|m| m.len())
+    .sum();
     let calls = latencies.len() as u64;
     let p99_ms = percentile(latencies, 0.99);
     latencies.clear();
@@ -477,9 +481,17 @@ fn percentile(values: &mut [f64], q: f64) -> f64 {
     values[rank.clamp(1, values.len()) - 1]
 }
 
+/// The soak's ledger: always a file of its own (the soak measures one host's footprint).
+fn ledger_file(files: &Files) -> &Path {
+    match &files.ledger {
+        LedgerAt::File(path) => path,
+        LedgerAt::Postgres(_) => unreachable!("the soak builds its ledger as a file"),
+    }
+}
+
 fn read_only(files: &Files) -> Result<rusqlite::Connection, String> {
     let conn = rusqlite::Connection::open_with_flags(
-        &files.ledger,
+        ledger_file(files),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .map_err(|e| format!("cannot open the ledger read-only: {e}"))?;
@@ -531,8 +543,7 @@ fn judge(bins: &Bins, files: &Files, outcome: &mut SoakOutcome) -> Result<(), St
     let journal = proc::inspect(bins, &files.journal)?;
     let entities = verdict::created_entities(&journal);
     outcome.entities = entities.len();
-    let ledger = interlock_engine::Ledger::open(&files.ledger)
-        .map_err(|e| format!("cannot open the ledger: {e}"))?;
+    let ledger = files.ledger.open()?;
     let cores = ledger
         .cores()
         .map_err(|e| format!("cannot read intents: {e}"))?;

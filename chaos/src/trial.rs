@@ -2,13 +2,15 @@
 //! one refund, the armed kill, restarts with boot recovery, the agent's retries, the verdict.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use interlock_machine::State;
 use interlock_machine::invariants::Record;
-use rusqlite::OpenFlags;
+use interlock_pgtest::Cluster;
 
-use crate::plan::{Action, Cell, Fault, Point, Shape};
+use crate::ledger::{LedgerAt, Reader, TextRows};
+use crate::plan::{Action, Backend, Cell, Fault, Point, Shape};
 use crate::proc::{self, Ended, Files, Proxy, Reply, STOP_WAIT_MAX, Start};
 use crate::rng::Rng;
 use crate::verdict::{
@@ -48,7 +50,20 @@ pub struct Setup {
     pub seed: String,
     /// Keep the directories of trials without violations too.
     pub keep: bool,
+    /// The PostgreSQL server the `postgres` cells make their databases on (a server-kill
+    /// trial starts one of its own).
+    pub postgres: Option<Arc<Cluster>>,
 }
+
+/// How long a server-kill cell's proxy gets to see its ledger gone and exit (its ledger is
+/// poisoned at the first failed statement; the exit follows within a reconcile tick).
+pub const LEDGER_LOST_EXIT_MAX: Duration = Duration::from_secs(30);
+/// How long a server-kill cell keeps its proxy stopped after the server died: past the
+/// engine's two-second stop detection.
+pub const SERVER_KILL_HOLD: Duration = Duration::from_secs(3);
+/// `interlock serve`'s exit code once its ledger can no longer be written (a disk fault, or
+/// a PostgreSQL connection lost): restart into recovery.
+pub const LEDGER_LOST_EXIT_CODE: i32 = 75;
 
 /// What a trial saw and the verdict.
 #[derive(Debug, Clone)]
@@ -126,28 +141,42 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
         .work_dir
         .join(slug(&cell.label()))
         .join(format!("trial-{index:03}"));
-    let outcome = match files(setup, &dir) {
-        Ok(files) => {
-            let mut trial = Trial {
-                setup,
-                files,
-                cell,
-                amount,
-                report: &mut report,
-                armed: Vec::new(),
-                processes: Vec::new(),
-                unclean_exits: Vec::new(),
-                resolve_failures: Vec::new(),
-                stalled: false,
-                stall_miss: None,
-            };
-            match cell.shape {
-                Shape::Stall => trial.drive_stall().await,
-                Shape::Single | Shape::Race => trial.drive(race_delay).await,
-            }
+    let prepared = ledger_server(setup, cell)
+        .and_then(|server| files(setup, &dir, server.as_deref()).map(|f| (server, f)));
+    let (server, files, rival_files) = match prepared {
+        Ok((server, (files, rival_files))) => (server, files, rival_files),
+        Err(e) => {
+            report.violations.push(Violation {
+                kind: Kind::TrialError,
+                detail: e,
+            });
+            report.elapsed = started.elapsed();
+            return report;
         }
-        Err(e) => Err(e),
     };
+    let ledger = files.ledger.clone();
+    let mut trial = Trial {
+        setup,
+        reader: Reader::new(files.ledger.clone()),
+        server: server.clone(),
+        files,
+        rival_files,
+        cell,
+        amount,
+        report: &mut report,
+        armed: Vec::new(),
+        processes: Vec::new(),
+        unclean_exits: Vec::new(),
+        resolve_failures: Vec::new(),
+        stalled: false,
+        stall_miss: None,
+    };
+    let outcome = match cell.shape {
+        Shape::Stall => trial.drive_stall().await,
+        Shape::ServerKill => trial.drive_server_kill().await,
+        Shape::Single | Shape::Race => trial.drive(race_delay).await,
+    };
+    drop(trial);
     match outcome {
         Ok(evidence) => {
             report.violations = verdict::judge(&evidence);
@@ -161,8 +190,18 @@ pub async fn run(setup: &Setup, cell: Cell, index: u32, seed: u64) -> Report {
     }
     if report.violations.is_empty() && !setup.keep {
         let _ = std::fs::remove_dir_all(&dir);
+        // A shared server keeps only the databases of failing trials (a long run makes
+        // thousands); a trial's own server is stopped and removed with its last reference.
+        if let (Some(server), LedgerAt::Postgres(url)) = (&server, &ledger)
+            && cell.shape != Shape::ServerKill
+        {
+            let _ = server.drop_database(url);
+        }
     } else {
         report.dir = Some(dir);
+        if let LedgerAt::Postgres(url) = &ledger {
+            report.log.push(format!("the ledger was {url}"));
+        }
     }
     report.elapsed = started.elapsed();
     report
@@ -178,7 +217,15 @@ struct Armed {
 
 struct Trial<'a> {
     setup: &'a Setup,
+    /// The files of host `a` (the armed proxy and its restarts).
     files: Files,
+    /// The files of host `b` (a race's or a stall's second proxy): the same as `a`'s on
+    /// SQLite (one file, one host); a working directory of its own on PostgreSQL.
+    rival_files: Files,
+    /// Reads the ledger while the proxies run.
+    reader: Reader,
+    /// The PostgreSQL server the ledger is on.
+    server: Option<Arc<Cluster>>,
     cell: Cell,
     amount: u64,
     report: &'a mut Report,
@@ -217,7 +264,7 @@ impl Trial<'_> {
         // What the woken proxy did with its stale knowledge has landed; bring the intent to
         // rest again on b1 (a late call would show here as a second entity).
         self.settle(&rival).await?;
-        self.report.after_retry = self.snapshot()?;
+        self.report.after_retry = self.snapshot().await?;
         for (name, proxy) in [("a1", sleeper), ("b1", rival)] {
             let ended = proxy.stop().await;
             self.note(format!("{name} stopped: {ended:?}"));
@@ -229,7 +276,117 @@ impl Trial<'_> {
             pid,
             ended: Ended::Other(0),
         });
-        self.evidence()
+        self.evidence().await
+    }
+
+    /// A server-kill cell (PostgreSQL, a server of the trial's own): `a1`, armed to SIGSTOP
+    /// itself at the point, takes the agent's call and stops there: inside the `IN_FLIGHT`
+    /// commit (`pg_commit`: its statements run, its `COMMIT` not sent), just after it
+    /// (`after_wal_before_call`: committed, the rail not yet called), or with the rail's
+    /// answer in memory (`during_call`: its commit not begun). The database server is
+    /// SIGKILLed, `a1` is continued into the dead server and must stop writing and exit
+    /// ([`interlock::serve`'s ledger-lost exit](crate::proc)); the server is started again
+    /// (crash recovery from its WAL), `a2` starts on it (boot recovery), the agent retries
+    /// there, and the intent is brought to rest. Never two, never unknown.
+    async fn drive_server_kill(&mut self) -> Result<Evidence, String> {
+        let server = self
+            .server
+            .clone()
+            .ok_or("a server-kill cell without a server of its own")?;
+        let spec = match self.cell.point {
+            // The first batch a proxy commits is its boot's (the ledger clock's record); the
+            // second is the agent's call: the intent, its permission and its attempt.
+            Point::PgCommit => "pg_commit=1*off->1*return(stop)".to_owned(),
+            point => format!("{}=return(stop)", point.name()),
+        };
+        let mut first = self.serving("a1", Some(&spec)).await?;
+        let pid = first.pid;
+        let (action, amount) = (self.cell.action, self.amount);
+        let (reply, killed) = tokio::join!(
+            first.propose(action, amount),
+            self.kill_server_at_stop(pid, &server)
+        );
+        self.note(format!("a1 answered {}", reply.summary()));
+        killed?;
+        let ended = match first.ended_within(LEDGER_LOST_EXIT_MAX).await {
+            Some(ended) => ended,
+            None => {
+                self.note(format!(
+                    "a1 still ran {LEDGER_LOST_EXIT_MAX:?} after its server died"
+                ));
+                first.stop().await
+            }
+        };
+        self.note(format!("a1 (pid {pid}) [{spec}] ended {ended:?}"));
+        // A proxy whose ledger is gone exits as after a disk fault (EXIT_LEDGER_IO), to be
+        // restarted into recovery; anything else is an unclean exit.
+        if ended != Ended::Other(LEDGER_LOST_EXIT_CODE) {
+            self.exited("a1", "its server killed", ended);
+        }
+        self.armed.push(Armed {
+            name: "a1".to_owned(),
+            spec,
+            pid,
+            ended,
+        });
+        let restart = Arc::clone(&server);
+        tokio::task::spawn_blocking(move || restart.restart())
+            .await
+            .map_err(|e| format!("the server's restart panicked: {e}"))??;
+        self.note("the server is up again (crash recovery done)".to_owned());
+        let last = self.serving("a2", None).await?;
+        self.report.after_recovery = self.snapshot().await?;
+        self.note(format!(
+            "a2 served; after recovery {}",
+            self.report.after_recovery
+        ));
+        let reply = last.propose(action, amount).await;
+        self.note(format!("retry on a2: {}", reply.summary()));
+        self.settle(&last).await?;
+        self.report.after_retry = self.snapshot().await?;
+        let ended = last.stop().await;
+        self.note(format!("a2 stopped: {ended:?}"));
+        self.exited("a2", "the clean generation", ended);
+        self.evidence().await
+    }
+
+    /// Waits for `pid` to stop at its point, SIGKILLs the database server, and continues
+    /// `pid`. Records whether the stop landed (`stalled`); a proxy that never stops leaves the
+    /// server alive and the kill is reported as not fired.
+    async fn kill_server_at_stop(&mut self, pid: u32, server: &Cluster) -> Result<(), String> {
+        let deadline = Instant::now() + STALL_WAIT_MAX;
+        while !proc::is_stopped(pid) {
+            if Instant::now() >= deadline {
+                self.note(format!("a1 did not stop within {STALL_WAIT_MAX:?}"));
+                return Ok(());
+            }
+            tokio::time::sleep(SETTLE_POLL / 10).await;
+        }
+        let snapshot = self.snapshot().await?;
+        self.note(format!("a1 stopped at its point: {snapshot}"));
+        // Nothing on the rail, and the intent either not yet committed (inside its COMMIT) or
+        // committed IN_FLIGHT: anything else means the stop was at another batch.
+        let (expected, held) = match self.cell.point {
+            Point::PgCommit => ("0·NONE", snapshot == "0·NONE"),
+            Point::DuringCall => ("n·IN_FLIGHT", snapshot.ends_with("·IN_FLIGHT")),
+            _ => ("0·IN_FLIGHT", snapshot == "0·IN_FLIGHT"),
+        };
+        if !held {
+            let _ = proc::resume(pid);
+            return Err(format!(
+                "a1 stopped at {} with {snapshot} where {expected} was due: not the call's batch",
+                self.cell.point
+            ));
+        }
+        let killed = server.kill()?;
+        self.stalled = true;
+        self.note(format!(
+            "the database server is SIGKILLed ({killed} processes)"
+        ));
+        // The stopped thread tells a stop from a nap by a gap in the monotonic clock of at
+        // least two seconds (`executor::stop_self`); a shorter stop would hold it for minutes.
+        tokio::time::sleep(SERVER_KILL_HOLD).await;
+        proc::resume(pid)
     }
 
     /// Waits for `pid` to stop at its point; then starts `b1`, the agent retries there and
@@ -263,7 +420,7 @@ impl Trial<'_> {
     /// beat the stop and the stall tested nothing of the late send), and the intent must be at
     /// rest before `a1` wakes (it stays stopped until then, and at least past its lease).
     async fn while_stopped(&mut self) -> Result<Proxy, String> {
-        let snapshot = self.snapshot()?;
+        let snapshot = self.snapshot().await?;
         self.note(format!("a1 stopped at its point: {snapshot}"));
         let before_the_write = matches!(
             self.cell.point,
@@ -279,7 +436,7 @@ impl Trial<'_> {
         let reply = rival.propose(self.cell.action, self.amount).await;
         self.note(format!("agent retried on b1: {}", reply.summary()));
         self.settle(&rival).await?;
-        let state = ledger_state(&self.files.ledger)?;
+        let state = ledger_state(&mut self.reader).await?;
         if state.is_none_or(under_way) {
             self.stall_miss.get_or_insert(format!(
                 "b1 had not brought the intent to rest ({state:?}) before a1 woke"
@@ -296,7 +453,7 @@ impl Trial<'_> {
             .expect("a trial has at least one generation");
         debug_assert!(last.is_none(), "the last generation is clean");
         let mut rival = match self.cell.shape {
-            Shape::Single => None,
+            Shape::Single | Shape::ServerKill => None,
             Shape::Race | Shape::Stall => Some(self.serving("b1", None).await?),
         };
         for (n, spec) in armed.iter().enumerate() {
@@ -333,7 +490,7 @@ impl Trial<'_> {
         }
         let name = format!("a{}", armed.len() + 1);
         let last = self.serving(&name, None).await?;
-        self.report.after_recovery = self.snapshot()?;
+        self.report.after_recovery = self.snapshot().await?;
         self.note(format!(
             "{name} served; after recovery {}",
             self.report.after_recovery
@@ -341,7 +498,7 @@ impl Trial<'_> {
         let reply = last.propose(self.cell.action, self.amount).await;
         self.note(format!("retry on {name}: {}", reply.summary()));
         self.settle(&last).await?;
-        self.report.after_retry = self.snapshot()?;
+        self.report.after_retry = self.snapshot().await?;
         let ended = last.stop().await;
         self.note(format!("{name} stopped: {ended:?}"));
         self.exited(&name, "the clean generation", ended);
@@ -350,7 +507,7 @@ impl Trial<'_> {
             self.note(format!("b1 stopped: {ended:?}"));
             self.exited("b1", "the rival", ended);
         }
-        self.evidence()
+        self.evidence().await
     }
 
     /// Records a process that did not stop cleanly (an exit code other than 0, a signal, or
@@ -372,15 +529,12 @@ impl Trial<'_> {
     }
 
     async fn serving(&mut self, name: &str, failpoints: Option<&str>) -> Result<Proxy, String> {
-        match proc::start(
-            &self.setup.bins,
-            &self.files,
-            name,
-            failpoints,
-            self.cell.fault,
-        )
-        .await?
-        {
+        let files = if name.starts_with('b') {
+            &self.rival_files
+        } else {
+            &self.files
+        };
+        match proc::start(&self.setup.bins, files, name, failpoints, self.cell.fault).await? {
             Start::Serving(proxy) => {
                 self.processes.push((proxy.pid, name.to_owned()));
                 Ok(*proxy)
@@ -426,10 +580,10 @@ impl Trial<'_> {
         for round in 0..AGENT_RETRIES_MAX {
             let state = self.wait_at_rest().await?;
             if round == 0 {
-                self.report.before_operator = self.snapshot()?;
+                self.report.before_operator = self.snapshot().await?;
             }
             match state {
-                Some(State::Quarantined) => self.resolve()?,
+                Some(State::Quarantined) => self.resolve().await?,
                 Some(State::ConfirmedNotApplied | State::Authorized) => {
                     let reply = proxy.propose(self.cell.action, self.amount).await;
                     self.note(format!("agent retried: {}", reply.summary()));
@@ -445,7 +599,7 @@ impl Trial<'_> {
     async fn wait_at_rest(&mut self) -> Result<Option<State>, String> {
         let deadline = Instant::now() + SETTLE_WAIT_MAX;
         loop {
-            let state = ledger_state(&self.files.ledger)?;
+            let state = ledger_state(&mut self.reader).await?;
             let busy = state.is_some_and(under_way);
             if !busy {
                 return Ok(state);
@@ -461,8 +615,10 @@ impl Trial<'_> {
     /// `interlock resolve`, as an operator who looked the refund up on the rail's dashboard.
     /// A resolve that fails is recorded for the verdict (the trial then ends short of
     /// `APPLIED`, and says why).
-    fn resolve(&mut self) -> Result<(), String> {
-        let sik = ledger_sik(&self.files.ledger)?.ok_or("quarantined, but no intent")?;
+    async fn resolve(&mut self) -> Result<(), String> {
+        let sik = ledger_sik(&mut self.reader)
+            .await?
+            .ok_or("quarantined, but no intent")?;
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
         let found = verdict::created_entities(&journal)
             .into_iter()
@@ -473,7 +629,7 @@ impl Trial<'_> {
             "--mandate".into(),
             self.files.mandate.clone().into(),
             "--db".into(),
-            self.files.ledger.clone().into(),
+            self.files.ledger.arg(),
             "--by".into(),
             OPERATOR.into(),
         ];
@@ -500,20 +656,20 @@ impl Trial<'_> {
     }
 
     /// `entities·STATE`: refunds or settlements the rail created, and the intent's state.
-    fn snapshot(&self) -> Result<String, String> {
+    async fn snapshot(&mut self) -> Result<String, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
         let entities = verdict::created_entities(&journal).len();
-        let state = ledger_state(&self.files.ledger)?;
+        let state = ledger_state(&mut self.reader).await?;
         Ok(format!(
             "{entities}·{}",
             state.map_or("NONE".to_owned(), |s| s.to_string())
         ))
     }
 
-    fn evidence(&mut self) -> Result<Evidence, String> {
+    async fn evidence(&mut self) -> Result<Evidence, String> {
         let journal = proc::inspect(&self.setup.bins, &self.files.journal)?;
         let entities = verdict::created_entities(&journal);
-        let facts = ledger_facts(&self.files.ledger)?;
+        let facts = ledger_facts(&mut self.reader).await?;
         let unattributed = facts.unattributed(&self.processes);
         if !unattributed.is_empty() {
             return Err(format!(
@@ -526,7 +682,16 @@ impl Trial<'_> {
             .iter()
             .enumerate()
             .map(|(n, armed)| {
-                let verdict = if self.cell.shape == Shape::Stall {
+                let verdict = if self.cell.shape == Shape::ServerKill {
+                    if self.stalled {
+                        KillVerdict::Landed
+                    } else {
+                        KillVerdict::DidNotFire(format!(
+                            "{} never stopped at its point, so the server was not killed there",
+                            armed.name
+                        ))
+                    }
+                } else if self.cell.shape == Shape::Stall {
                     if let (true, Some(why)) = (self.stalled, &self.stall_miss) {
                         KillVerdict::LostRace(format!("the stall did not bite: {why}"))
                     } else if self.stalled {
@@ -560,8 +725,7 @@ impl Trial<'_> {
                 self.note(format!("{} lost the race: {why}", kill.process));
             }
         }
-        let ledger = interlock_engine::Ledger::open(&self.files.ledger)
-            .map_err(|e| format!("cannot open the ledger: {e}"))?;
+        let ledger = self.files.ledger.open()?;
         let cores = ledger
             .cores()
             .map_err(|e| format!("cannot read intents: {e}"))?;
@@ -594,20 +758,62 @@ impl Trial<'_> {
     }
 }
 
-fn files(setup: &Setup, dir: &Path) -> Result<Files, String> {
+/// The server a `postgres` cell's ledger is on: the shared one, or (a server-kill cell) one of
+/// the trial's own, as killing it must not touch other trials. `None` on SQLite.
+fn ledger_server(setup: &Setup, cell: Cell) -> Result<Option<Arc<Cluster>>, String> {
+    match (cell.backend, cell.shape) {
+        (Backend::Sqlite, _) => Ok(None),
+        (Backend::Postgres, Shape::ServerKill) => {
+            Cluster::start("interlock-chaos-pg-").map(|c| Some(Arc::new(c)))
+        }
+        (Backend::Postgres, _) => setup
+            .postgres
+            .clone()
+            .map(Some)
+            .ok_or_else(|| "a postgres cell, but the run started no PostgreSQL server".into()),
+    }
+}
+
+/// The trial's files: host `a`'s in `dir`, and host `b`'s (a second proxy's): the same on
+/// SQLite, in `dir/host-b/` with a mandate of its own on PostgreSQL. The rail's journal and
+/// seed are the one rail both hosts call.
+fn files(setup: &Setup, dir: &Path, server: Option<&Cluster>) -> Result<(Files, Files), String> {
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let create = |dir: &Path| {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
+    };
+    let write = |path: &Path, text: &str| {
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    create(dir)?;
+    let ledger = match server {
+        None => LedgerAt::File(dir.join("ledger.db")),
+        Some(server) => LedgerAt::Postgres(server.create_database("c")?),
+    };
     let files = Files {
         dir: dir.to_path_buf(),
         mandate: dir.join("mandate.yaml"),
-        ledger: dir.join("ledger.db"),
+        ledger,
         journal: dir.join("rail.db"),
         seed: dir.join("seed.json"),
     };
-    for (path, text) in [(&files.mandate, &setup.mandate), (&files.seed, &setup.seed)] {
-        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(files)
+    write(&files.mandate, &setup.mandate)?;
+    write(&files.seed, &setup.seed)?;
+    let rival = match &files.ledger {
+        LedgerAt::File(_) => files.clone(),
+        LedgerAt::Postgres(_) => {
+            let host_b = dir.join("host-b");
+            create(&host_b)?;
+            let rival = Files {
+                dir: host_b.clone(),
+                mandate: host_b.join("mandate.yaml"),
+                ..files.clone()
+            };
+            write(&rival.mandate, &setup.mandate)?;
+            rival
+        }
+    };
+    Ok((files, rival))
 }
 
 /// Whether an intent in `state` is still being worked on (the proxy has not let it rest):
@@ -624,73 +830,77 @@ pub fn under_way(state: State) -> bool {
 }
 
 /// The one intent's state, read without writing (the proxies may be running).
-fn ledger_state(ledger: &Path) -> Result<Option<State>, String> {
-    let Some(conn) = read_only(ledger)? else {
+async fn ledger_state(reader: &mut Reader) -> Result<Option<State>, String> {
+    let Some(rows) = reader.rows("SELECT state FROM intents LIMIT 1").await? else {
         return Ok(None);
     };
-    let state: Option<String> = conn
-        .query_row("SELECT state FROM intents LIMIT 1", [], |row| row.get(0))
+    let Some(state) = first_text(&rows) else {
+        return Ok(None);
+    };
+    State::ALL
+        .into_iter()
+        .find(|candidate| candidate.as_str() == state)
         .map(Some)
-        .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(format!("cannot read the ledger: {e}")),
-        })?;
-    state
-        .map(|s| {
-            State::ALL
-                .into_iter()
-                .find(|candidate| candidate.as_str() == s)
-                .ok_or_else(|| format!("the ledger holds an unknown state {s:?}"))
-        })
-        .transpose()
+        .ok_or_else(|| format!("the ledger holds an unknown state {state:?}"))
 }
 
-fn ledger_sik(ledger: &Path) -> Result<Option<String>, String> {
-    let Some(conn) = read_only(ledger)? else {
-        return Ok(None);
-    };
-    conn.query_row("SELECT sik FROM intents LIMIT 1", [], |row| row.get(0))
-        .map(Some)
-        .or_else(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            e => Err(format!("cannot read the ledger: {e}")),
-        })
+async fn ledger_sik(reader: &mut Reader) -> Result<Option<String>, String> {
+    let rows = reader.rows("SELECT sik FROM intents LIMIT 1").await?;
+    Ok(rows.as_ref().and_then(first_text).map(str::to_owned))
+}
+
+/// The first column of the first row, if there is one and it is not NULL.
+fn first_text(rows: &TextRows) -> Option<&str> {
+    rows.first()?.first()?.as_deref()
+}
+
+/// Column `i` of `row` as text; an error naming the table when it is NULL or missing.
+fn text(row: &[Option<String>], i: usize, table: &str) -> Result<String, String> {
+    row.get(i)
+        .cloned()
+        .flatten()
+        .ok_or_else(|| format!("{table}: column {i} is NULL or missing"))
+}
+
+/// Column `i` of `row` as a number.
+fn number<T: std::str::FromStr>(
+    row: &[Option<String>],
+    i: usize,
+    table: &str,
+) -> Result<T, String> {
+    let value = text(row, i, table)?;
+    value
+        .parse()
+        .map_err(|_| format!("{table}: column {i} holds {value:?}, not a number"))
 }
 
 /// The ledger's history as the verdict reads it (who decided, who held which lease, every
 /// state the intent passed through, the attempts and the reconcile findings), read without
 /// writing.
-fn ledger_facts(ledger: &Path) -> Result<LedgerFacts, String> {
-    let Some(conn) = read_only(ledger)? else {
+async fn ledger_facts(reader: &mut Reader) -> Result<LedgerFacts, String> {
+    let Some(decisions) = reader
+        .rows("SELECT instance_id, outcome FROM decisions ORDER BY id")
+        .await?
+    else {
         return Ok(LedgerFacts::default());
     };
-    let sql = |e: rusqlite::Error| format!("cannot read the ledger: {e}");
-    let decisions = conn
-        .prepare("SELECT instance_id, outcome FROM decisions ORDER BY id")
-        .map_err(sql)?
-        .query_map([], |row| {
+    let decisions = decisions
+        .iter()
+        .map(|row| {
             Ok(Decision {
-                instance_id: row.get(0)?,
-                outcome: row.get(1)?,
+                instance_id: text(row, 0, "decisions")?,
+                outcome: text(row, 1, "decisions")?,
             })
         })
-        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-        .map_err(sql)?;
-    let records = conn
-        .prepare("SELECT seq, kind, payload_json FROM audit_log ORDER BY seq")
-        .map_err(sql)?
-        .query_map([], |row| {
-            Ok((
-                row.get::<_, u64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })
-        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-        .map_err(sql)?;
+        .collect::<Result<Vec<_>, String>>()?;
+    let records = reader
+        .rows("SELECT seq, kind, payload_json FROM audit_log ORDER BY seq")
+        .await?
+        .unwrap_or_default();
     let mut steps = Vec::with_capacity(records.len());
-    for (seq, kind, payload) in records {
-        let payload: serde_json::Value = serde_json::from_str(&payload)
+    for row in &records {
+        let seq: u64 = number(row, 0, "audit_log")?;
+        let payload: serde_json::Value = serde_json::from_str(&text(row, 2, "audit_log")?)
             .map_err(|e| format!("audit record {seq} is not JSON: {e}"))?;
         let record: Record = serde_json::from_value(payload["record"].clone())
             .map_err(|e| format!("audit record {seq} holds no machine record: {e}"))?;
@@ -701,49 +911,38 @@ fn ledger_facts(ledger: &Path) -> Result<LedgerFacts, String> {
         };
         steps.push(Step {
             seq,
-            kind,
+            kind: text(row, 1, "audit_log")?,
             sik: core.sik.as_str().to_owned(),
             to: core.state,
             lease_owner: payload["lease_owner"].as_str().map(str::to_owned),
         });
     }
-    let attempts = conn
-        .prepare(
-            "SELECT attempt_seq, outcome, detail FROM intent_attempts ORDER BY sik, attempt_seq",
-        )
-        .map_err(sql)?
-        .query_map([], |row| {
+    let attempts = reader
+        .rows("SELECT attempt_seq, outcome, detail FROM intent_attempts ORDER BY sik, attempt_seq")
+        .await?
+        .unwrap_or_default()
+        .iter()
+        .map(|row| {
             Ok(Attempt {
-                attempt_seq: row.get(0)?,
-                outcome: row.get(1)?,
-                detail: row.get(2)?,
+                attempt_seq: number(row, 0, "intent_attempts")?,
+                outcome: row.get(1).cloned().flatten(),
+                detail: row.get(2).cloned().flatten(),
             })
         })
-        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-        .map_err(sql)?;
-    let pages_scanned = conn
-        .prepare("SELECT pages_scanned FROM recon_findings ORDER BY id")
-        .map_err(sql)?
-        .query_map([], |row| row.get(0))
-        .and_then(Iterator::collect::<rusqlite::Result<Vec<u32>>>)
-        .map_err(sql)?;
+        .collect::<Result<Vec<_>, String>>()?;
+    let pages_scanned = reader
+        .rows("SELECT pages_scanned FROM recon_findings ORDER BY id")
+        .await?
+        .unwrap_or_default()
+        .iter()
+        .map(|row| number(row, 0, "recon_findings"))
+        .collect::<Result<Vec<u32>, String>>()?;
     Ok(LedgerFacts {
         decisions,
         steps,
         attempts,
         pages_scanned,
     })
-}
-
-fn read_only(ledger: &Path) -> Result<Option<rusqlite::Connection>, String> {
-    if !ledger.exists() {
-        return Ok(None);
-    }
-    let conn = rusqlite::Connection::open_with_flags(ledger, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| format!("cannot open {} read-only: {e}", ledger.display()))?;
-    conn.busy_timeout(Duration::from_secs(5))
-        .map_err(|e| format!("busy timeout: {e}"))?;
-    Ok(Some(conn))
 }
 
 /// A cell label as a directory name.
@@ -764,8 +963,9 @@ pub fn slug(label: &str) -> String {
         .join("-")
 }
 
-/// The mandate and the seed for `bins`, pinned against the real mock.
-pub fn setup(bins: Bins, work_dir: PathBuf, keep: bool) -> Result<Setup, String> {
+/// The mandate and the seed for `bins`, pinned against the real mock; for `postgres` cells,
+/// the shared PostgreSQL server, started (and installed if it must be and may).
+pub fn setup(bins: Bins, work_dir: PathBuf, keep: bool, backend: Backend) -> Result<Setup, String> {
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| format!("cannot create {}: {e}", work_dir.display()))?;
     let seed = serde_json::to_string_pretty(&world::seed()).expect("the seed serialises");
@@ -773,11 +973,18 @@ pub fn setup(bins: Bins, work_dir: PathBuf, keep: bool) -> Result<Setup, String>
     std::fs::write(&seed_file, &seed).map_err(|e| format!("cannot write the seed: {e}"))?;
     let pins = bins.pins(&seed_file)?;
     let mandate = world::mandate(&pins)?;
+    let postgres = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(Arc::new(Cluster::start("interlock-chaos-pg-").map_err(
+            |why| format!("the postgres cells need a PostgreSQL server and {why}"),
+        )?)),
+    };
     Ok(Setup {
         bins,
         work_dir,
         mandate,
         seed,
         keep,
+        postgres,
     })
 }

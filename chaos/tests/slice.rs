@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use interlock_chaos::matrix::{self, Plan};
-use interlock_chaos::plan::{self, Action, Cell, Fault, Point, Shape};
+use interlock_chaos::plan::{self, Action, Backend, Cell, Fault, Point, Shape};
 use interlock_chaos::trial::{self, Report};
 use interlock_chaos::verdict::KillVerdict;
 use interlock_chaos::world::{Bins, SEEDED_SETTLEMENTS};
@@ -33,6 +33,7 @@ fn single(point: Point, fault: Fault, action: Action) -> Cell {
         fault,
         action,
         shape: Shape::Single,
+        backend: Backend::Sqlite,
     }
 }
 
@@ -61,14 +62,20 @@ fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
     let bins = Bins::build(profile_dir).expect("the binaries build");
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-slice");
     let _ = std::fs::remove_dir_all(&work);
-    let setup = Arc::new(trial::setup(bins, work, false).expect("setup"));
-    let mut cells = plan::cells(&[Action::Refund], &Point::ALL, &PROFILES, false, false);
+    let setup = Arc::new(trial::setup(bins, work, false, Backend::Sqlite).expect("setup"));
+    let mut cells = plan::cells(
+        Backend::Sqlite,
+        &[Action::Refund],
+        &Point::ALL,
+        &PROFILES,
+        &[Shape::Single],
+    );
     cells.extend(plan::cells(
+        Backend::Sqlite,
         &[Action::Settlement],
         &Point::ALL,
         &[Fault::TimeoutAfterApply],
-        false,
-        false,
+        &[Shape::Single],
     ));
     // Nothing is sent before the kill: the retry's call is the first, and meets the fault.
     let replayed = single(

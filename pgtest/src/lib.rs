@@ -104,6 +104,16 @@ impl Cluster {
         Ok(self.url(&name))
     }
 
+    /// Drops the database `url` names (made by [`Cluster::create_database`]), ending any
+    /// session still on it: a long run makes thousands and keeps only the ones it must.
+    pub fn drop_database(&self, url: &str) -> Result<(), String> {
+        let name = database_of(url).ok_or_else(|| format!("{url} names no database"))?;
+        let host = self.dir.display().to_string();
+        let mut dropdb = Command::new(self.bin.join("dropdb"));
+        dropdb.args(["-h", &host, "-U", "postgres", "--force", name]);
+        run(dropdb, &format!("dropdb {name}"))
+    }
+
     /// Starts the server (again): `pg_ctl start`, waiting until it accepts connections, which
     /// after [`Cluster::kill`] includes its crash recovery from the WAL.
     pub fn restart(&self) -> Result<(), String> {
@@ -257,6 +267,14 @@ pub fn with_database(url: &str, name: &str) -> String {
     }
 }
 
+/// The database part of a connection string: `…/NAME?…` or `…/NAME`.
+pub fn database_of(url: &str) -> Option<&str> {
+    let base = url.split_once('?').map_or(url, |(base, _)| base);
+    let authority_end = base.find("://")? + 3;
+    let slash = base.rfind('/').filter(|&i| i >= authority_end)?;
+    Some(&base[slash + 1..]).filter(|name| !name.is_empty())
+}
+
 fn is_root() -> bool {
     rustix::process::getuid().is_root()
 }
@@ -397,6 +415,17 @@ mod tests {
     }
 
     #[test]
+    fn a_url_names_its_database() {
+        assert_eq!(
+            database_of("postgresql://p@/t1_2?host=/tmp/x"),
+            Some("t1_2")
+        );
+        assert_eq!(database_of("postgresql://p@h/db"), Some("db"));
+        assert_eq!(database_of("postgresql://p@h"), None);
+        assert_eq!(database_of("postgresql://p@h/?host=/x"), None);
+    }
+
+    #[test]
     fn a_killed_server_comes_back_with_what_it_committed() {
         let cluster = Cluster::start("interlock-pgtest-").unwrap_or_else(|why| panic!("{why}"));
         let url = cluster
@@ -421,5 +450,7 @@ mod tests {
         cluster.restart().expect("restarts");
         assert_eq!(psql("SELECT x FROM t"), (true, "7".to_owned()));
         assert_ne!(cluster.postmaster_pid().expect("running"), postmaster);
+        cluster.drop_database(&url).expect("dropped");
+        assert!(!psql("SELECT 1").0, "the database is gone");
     }
 }
