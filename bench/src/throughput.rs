@@ -1,7 +1,9 @@
 //! `interlock-bench throughput`: refunds per second with K agents calling at once, direct on
-//! `interlock-rail-mock` and through `interlock serve`, in two shapes:
+//! `interlock-rail-mock` and through `interlock serve`, in three shapes:
 //!
 //! - `one`: one server process, K calls in flight on one MCP session;
+//! - `spread`: P = min(K, [`SPREAD_PROCESSES_MAX`]) server processes, one session each, the K
+//!   agents dealt to them in turn (K/P calls in flight on each session);
 //! - `many`: K server processes, one session each: K mocks on one journal (direct), or K
 //!   proxies on one ledger, each in front of its own mock on one shared journal (gated).
 //!
@@ -31,6 +33,8 @@ use crate::strace::{self, Traced};
 pub const THROUGHPUT_AGENTS_MAX: usize = 256;
 /// The most refunds one run may make.
 pub const THROUGHPUT_REFUNDS_MAX: usize = 100_000;
+/// The most server processes of the `spread` shape: K agents over P = min(K, this).
+pub const SPREAD_PROCESSES_MAX: usize = 4;
 
 /// The options of `interlock-bench throughput`.
 #[derive(clap::Args, Debug, Clone)]
@@ -41,8 +45,10 @@ pub struct ThroughputArgs {
     /// Refunds per run, shared evenly by its agents (rounded down to a multiple of K).
     #[arg(long, default_value_t = 640)]
     pub refunds: usize,
-    /// Shapes: `one` (one server, K calls in flight) and `many` (K server processes).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Shape::One, Shape::Many])]
+    /// Shapes: `one` (one server, K calls in flight on its session), `spread` (P = min(K, 4)
+    /// server processes, one session each, K/P calls in flight on each) and `many` (K server
+    /// processes, one call in flight on each).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Shape::One, Shape::Spread, Shape::Many])]
     pub shapes: Vec<Shape>,
     /// Do not count the ledger's fsyncs (the second, straced run of each gated shape).
     #[arg(long)]
@@ -61,8 +67,22 @@ pub struct ThroughputArgs {
 pub enum Shape {
     /// One server process, K calls in flight on one session.
     One,
+    /// P = min(K, 4) server processes (`SPREAD_PROCESSES_MAX`), one session each, the agents
+    /// dealt to them in turn: K/P calls in flight on each session, one ledger (and one journal).
+    Spread,
     /// K server processes, one session each, on one ledger (and one journal).
     Many,
+}
+
+impl Shape {
+    /// How many server processes K agents reach in this shape.
+    pub fn servers(self, k: usize) -> usize {
+        match self {
+            Shape::One => 1,
+            Shape::Spread => k.min(SPREAD_PROCESSES_MAX),
+            Shape::Many => k,
+        }
+    }
 }
 
 /// What one path of one run measured.
@@ -268,10 +288,7 @@ impl Run<'_> {
         };
         // The journal is made once, before any server shares it.
         mock(&journal).run_to_end()?;
-        let servers = match self.shape {
-            Shape::One => 1,
-            Shape::Many => self.k,
-        };
+        let servers = self.shape.servers(self.k);
         let mut started = Vec::with_capacity(servers);
         let mandate_file = dir.join("mandate.yaml");
         if kind != PathKind::Direct {
@@ -316,6 +333,7 @@ impl Run<'_> {
         let t0 = Instant::now();
         let mut calls = tokio::task::JoinSet::new();
         for agent in 0..self.k {
+            // Dealt in turn: in `spread`, K/P agents share each server's session.
             let client = started[agent % servers].client.peer().clone();
             let first = agent * self.per_agent;
             let n = self.per_agent;
@@ -420,7 +438,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
         "throughput: refunds/s with K agents at once, direct on the mock vs through interlock serve"
     );
     println!(
-        "{:>4} {:<5} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>9} {:>6}",
+        "{:>4} {:<6} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7} {:>9} {:>6}",
         "K",
         "shape",
         "refunds",
@@ -442,7 +460,7 @@ pub fn report(args: &ThroughputArgs, rows: &[Row]) {
             v.map_or_else(|| "-".to_owned(), |f| format!("{:.2}", f / scale))
         };
         println!(
-            "{:>4} {:<5} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9} {:>7} {:>9} {:>6}",
+            "{:>4} {:<6} {:>8} {:>9.0} {:>8.2} {:>8.2} {:>9.0} {:>8.2} {:>8.2} {:>6.2} {:>9.3} {:>9} {:>7} {:>9} {:>6}",
             r.k,
             format!("{:?}", r.shape).to_lowercase(),
             r.refunds,
@@ -491,5 +509,16 @@ mod tests {
         assert!(plan(&args(&[8], 4)).unwrap_err().contains("at least one"));
         let big = plan(&args(&[1], THROUGHPUT_REFUNDS_MAX + 1)).unwrap_err();
         assert!(big.contains("THROUGHPUT_REFUNDS_MAX"), "{big}");
+    }
+
+    #[test]
+    fn spread_puts_k_agents_on_at_most_four_processes() {
+        let spread: Vec<usize> = [1, 3, 4, 8, 64]
+            .iter()
+            .map(|&k| Shape::Spread.servers(k))
+            .collect();
+        assert_eq!(spread, vec![1, 3, 4, 4, SPREAD_PROCESSES_MAX]);
+        assert_eq!(Shape::One.servers(64), 1);
+        assert_eq!(Shape::Many.servers(64), 64);
     }
 }

@@ -80,10 +80,8 @@ fn both_shapes_make_every_refund_in_at_most_two_durable_commits_each_shared_in_o
         let refunds = row.refunds as f64;
         let money = (fsyncs - checkpoint) * refunds;
         let restarts_max = checkpoint * refunds / 2.0 + 1.0;
-        let sharing = match row.shape {
-            Shape::One => row.k as f64,
-            Shape::Many => 1.0,
-        };
+        // The calls in flight on one proxy's session: K in `one`, one in `many`.
+        let sharing = row.k.div_ceil(row.shape.servers(row.k)) as f64;
         assert!(
             money >= 2.0 * refunds / sharing - 1e-6 && money <= 2.0 * refunds + restarts_max + 1e-6,
             "K={} {:?}: {money} syncs on the money path for {refunds} refunds \
