@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::Res;
 use crate::growth::{GrowthArgs, GrowthPoint, growth, growth_pct};
 use crate::latency::{FLOOR_FSYNCS, LatencyArgs, LatencyFigures, Transport, measure};
-use crate::throughput::{Row, Shape, ThroughputArgs, throughput};
+use crate::throughput::{Backend, Gated, Row, Shape, ThroughputArgs, throughput};
 
 /// The most runs of each command one `perf` makes.
 pub const PERF_RUNS_MAX: usize = 9;
@@ -85,6 +85,8 @@ pub fn perf(args: &PerfArgs) -> Res<Perf> {
             ks: vec![1, 8, 32, 64],
             refunds: args.refunds,
             shapes: vec![Shape::One, Shape::Many],
+            // Issue 21's goals are for the embedded ledger; `throughput` sets PostgreSQL beside it.
+            backends: vec![Backend::Sqlite],
             no_fsyncs: false,
             bin_dir: args.bin_dir.clone(),
             json: true,
@@ -120,6 +122,11 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 /// The median over runs of one figure of the row at `i`.
 fn row_median(runs: &[Vec<Row>], i: usize, f: impl Fn(&Row) -> f64) -> f64 {
     median(runs.iter().map(|rows| f(&rows[i])).collect())
+}
+
+/// One figure of a row's gated run on SQLite, the one backend `perf` measures; NaN if absent.
+fn sqlite(r: &Row, f: impl Fn(&Gated) -> f64) -> f64 {
+    r.on(Backend::Sqlite).map_or(f64::NAN, f)
 }
 
 fn find(rows: &[Row], k: usize, shape: Shape) -> Option<usize> {
@@ -173,17 +180,17 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
     ));
     if let Some(i) = find(&p.throughput[0], 1, Shape::One) {
         let syncs = row_median(&p.throughput, i, |r| {
-            r.fsyncs_per_refund.unwrap_or(f64::NAN)
+            sqlite(r, |g| g.fsyncs_per_refund.unwrap_or(f64::NAN))
         });
         let trips = row_median(&p.throughput, i, |r| {
-            r.upstream_requests_per_refund.unwrap_or(f64::NAN)
+            sqlite(r, |g| g.upstream_requests_per_refund.unwrap_or(f64::NAN))
         });
         line(format!(
             "| upstream requests per refund (K = 1, one proxy) | {trips:.2} | direct: 1 | 2, provenance still checked for every call | {} |",
             verdict(trips <= 2.0)
         ));
         let checkpoint = row_median(&p.throughput, i, |r| {
-            r.checkpoint_fsyncs_per_refund.unwrap_or(f64::NAN)
+            sqlite(r, |g| g.checkpoint_fsyncs_per_refund.unwrap_or(f64::NAN))
         });
         // Judged on every sync of the ledger's files, the checkpoint thread's included: they
         // are off the refund's path but not off the disk.
@@ -192,14 +199,16 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
             verdict(syncs <= 2.0)
         ));
         let wal = row_median(&p.throughput, i, |r| {
-            r.wal_bytes_per_refund.unwrap_or(f64::NAN)
+            sqlite(r, |g| g.wal_bytes_per_refund.unwrap_or(f64::NAN))
         });
         line(format!(
             "| WAL bytes per refund (K = 1, one proxy) | {:.1} KB | — | ≤ 32 KB | {} |",
             wal / 1024.0,
             verdict(wal <= 32.0 * 1024.0)
         ));
-        let cpu = row_median(&p.throughput, i, |r| r.gated.cpu_ms_per_refund);
+        let cpu = row_median(&p.throughput, i, |r| {
+            sqlite(r, |g| g.path.cpu_ms_per_refund)
+        });
         let mock = row_median(&p.throughput, i, |r| r.direct.cpu_ms_per_refund);
         line(format!(
             "| proxy CPU per refund (K = 1, one proxy) | {cpu:.2} ms | mock: {mock:.2} ms | ≤ 0.5 ms | {} |",
@@ -218,10 +227,10 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
         let Some(i) = find(&p.throughput[0], 64, shape) else {
             continue;
         };
-        let g = row_median(&p.throughput, i, |r| r.gated.refunds_per_s);
+        let g = row_median(&p.throughput, i, |r| sqlite(r, |g| g.path.refunds_per_s));
         let d = row_median(&p.throughput, i, |r| r.direct.refunds_per_s);
-        let ratio = row_median(&p.throughput, i, |r| r.ratio);
-        let p99 = row_median(&p.throughput, i, |r| r.gated.p99_ms);
+        let ratio = row_median(&p.throughput, i, |r| sqlite(r, |g| g.ratio));
+        let p99 = row_median(&p.throughput, i, |r| sqlite(r, |g| g.path.p99_ms));
         let goal_text = match p99_goal {
             Some(ms) => format!("≥ {goal}, p99 ≤ {ms:.0} ms"),
             None => format!("≥ {goal}"),
@@ -268,7 +277,7 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
         ));
     }
     line(String::new());
-    line("## Throughput (`throughput`), medians of the runs".into());
+    line("## Throughput (`throughput --backends sqlite`), medians of the runs".into());
     line(String::new());
     line("`one`: one server, K calls in flight on one session. `many`: K server processes (K proxies on one ledger, each before its own mock on one shared journal; direct: K mocks on one journal). CPU: the servers' own, per refund, from `/proc/PID/stat` (10 ms ticks summed per process, so the mocks' small shares in `many` are coarse). fsyncs, WAL bytes and upstream requests: from a second gated run under `strace -f -y`, the ledger's files only, from the first call to the last answer.".into());
     line(String::new());
@@ -287,16 +296,16 @@ pub fn markdown(p: &Perf, cx: &Context) -> String {
             m(&|r| r.direct.refunds_per_s),
             m(&|r| r.direct.p50_ms),
             m(&|r| r.direct.p99_ms),
-            m(&|r| r.gated.refunds_per_s),
-            m(&|r| r.gated.p50_ms),
-            m(&|r| r.gated.p99_ms),
-            m(&|r| r.ratio),
-            m(&|r| r.gated.cpu_ms_per_refund),
+            m(&|r| sqlite(r, |g| g.path.refunds_per_s)),
+            m(&|r| sqlite(r, |g| g.path.p50_ms)),
+            m(&|r| sqlite(r, |g| g.path.p99_ms)),
+            m(&|r| sqlite(r, |g| g.ratio)),
+            m(&|r| sqlite(r, |g| g.path.cpu_ms_per_refund)),
             m(&|r| r.direct.cpu_ms_per_refund),
-            m(&|r| r.fsyncs_per_refund.unwrap_or(f64::NAN)),
-            m(&|r| r.checkpoint_fsyncs_per_refund.unwrap_or(f64::NAN)),
-            m(&|r| r.wal_bytes_per_refund.unwrap_or(f64::NAN)) / 1024.0,
-            m(&|r| r.upstream_requests_per_refund.unwrap_or(f64::NAN)),
+            m(&|r| sqlite(r, |g| g.fsyncs_per_refund.unwrap_or(f64::NAN))),
+            m(&|r| sqlite(r, |g| g.checkpoint_fsyncs_per_refund.unwrap_or(f64::NAN))),
+            m(&|r| sqlite(r, |g| g.wal_bytes_per_refund.unwrap_or(f64::NAN))) / 1024.0,
+            m(&|r| sqlite(r, |g| g.upstream_requests_per_refund.unwrap_or(f64::NAN))),
         ));
     }
     line(String::new());
