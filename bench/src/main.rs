@@ -39,7 +39,8 @@ enum Cmd {
     /// rail, p50/p99 and CPU per refund of the last 1,000 refunds at 1k, 10k and 50k.
     Growth(GrowthArgs),
     /// Refunds/s, p50/p99, proxy CPU and ledger fsyncs per refund with K = 1, 8, 32, 64 agents
-    /// at once, in one proxy and across K proxy processes on one ledger, direct vs gated.
+    /// at once, in one proxy, across min(K, 4) and across K proxy processes on one ledger:
+    /// direct, gated on SQLite and gated on PostgreSQL (a throwaway server) side by side.
     Throughput(ThroughputArgs),
     /// latency, throughput and growth, each run three times in turn; the medians beside the
     /// goals of the physical floor, written to docs/RESULTS.perf.md.
