@@ -105,9 +105,18 @@ impl Point {
                 kill("during_recovery=2*off->return(kill)"),
                 None,
             ],
-            // Only the first batch: the one that commits the intent's `IN_FLIGHT`.
-            Point::PgCommit => vec![kill("pg_commit=1*return(kill)"), None],
-            point => vec![Some(format!("{}=return(kill)", point.name())), None],
+            point => vec![Some(point.armed("return(kill)")), None],
+        }
+    }
+
+    /// The `FAILPOINTS` entry that does `task` (`return(kill)`, `return(stop)`) at this point
+    /// on the agent's call. `pg_commit` is met first by the boot's batch (the ledger clock's
+    /// record), so it fires on its second pass: the call's batch, which commits the intent,
+    /// its permission and its `IN_FLIGHT` attempt.
+    pub fn armed(self, task: &str) -> String {
+        match self {
+            Point::PgCommit => format!("pg_commit=1*off->1*{task}"),
+            point => format!("{}={task}", point.name()),
         }
     }
 }

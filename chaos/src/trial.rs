@@ -234,7 +234,8 @@ struct Trial<'a> {
     processes: Vec<(u32, String)>,
     unclean_exits: Vec<String>,
     resolve_failures: Vec<String>,
-    /// A stall cell's armed proxy was seen stopped at its point (and continued).
+    /// A stall or server-kill cell's armed proxy was seen stopped at its point (and, in a
+    /// server-kill cell, its server was killed there).
     stalled: bool,
     /// Why a stall that landed did not bite (it tested nothing of a late send).
     stall_miss: Option<String>,
@@ -248,7 +249,7 @@ impl Trial<'_> {
     /// stopped. Never two. `b1` starts only after the stop so that it cannot take `a1`'s work
     /// (a reconcile pass) before `a1` reaches its point.
     async fn drive_stall(&mut self) -> Result<Evidence, String> {
-        let spec = format!("{}=return(stop)", self.cell.point.name());
+        let spec = self.cell.point.armed("return(stop)");
         let sleeper = self.serving("a1", Some(&spec)).await?;
         let pid = sleeper.pid;
         let (action, amount) = (self.cell.action, self.amount);
@@ -293,12 +294,7 @@ impl Trial<'_> {
             .server
             .clone()
             .ok_or("a server-kill cell without a server of its own")?;
-        let spec = match self.cell.point {
-            // The first batch a proxy commits is its boot's (the ledger clock's record); the
-            // second is the agent's call: the intent, its permission and its attempt.
-            Point::PgCommit => "pg_commit=1*off->1*return(stop)".to_owned(),
-            point => format!("{}=return(stop)", point.name()),
-        };
+        let spec = self.cell.point.armed("return(stop)");
         let mut first = self.serving("a1", Some(&spec)).await?;
         let pid = first.pid;
         let (action, amount) = (self.cell.action, self.amount);

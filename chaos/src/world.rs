@@ -116,6 +116,17 @@ impl Bins {
         Bins::in_dir(&aside)
     }
 
+    /// [`Bins::build`] into the profile directory of the test binary calling it
+    /// (`target/<profile>/deps/<test>-…` → `target/<profile>`): the chaos tests' binaries.
+    pub fn beside_test() -> Result<Bins, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("the test's path: {e}"))?;
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("the test binary is not in a target profile directory")?;
+        Bins::build(profile_dir)
+    }
+
     /// The pins of the mock's tools, from `interlock pin --json`.
     pub fn pins(&self, seed: &Path) -> Result<Value, String> {
         let out = Command::new(&self.interlock)

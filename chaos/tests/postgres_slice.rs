@@ -25,12 +25,7 @@ fn cell(shape: Shape, point: Point, fault: Fault, action: Action) -> Cell {
 
 #[test]
 fn a_fleet_on_postgresql_never_pays_twice_when_a_proxy_or_the_server_dies() {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a target profile directory");
-    let bins = Bins::build(profile_dir).expect("the binaries build");
+    let bins = Bins::beside_test().expect("the binaries build");
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-postgres-slice");
     let _ = std::fs::remove_dir_all(&work);
     let setup = trial::setup(bins, work, false, Backend::Postgres)

@@ -53,13 +53,7 @@ fn stall(point: Point, fault: Fault, action: Action) -> Cell {
 
 #[test]
 fn every_kill_point_never_pays_twice_and_never_leaves_an_unknown() {
-    let exe = std::env::current_exe().expect("the test's path");
-    // target/<profile>/deps/slice-… → target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a target profile directory");
-    let bins = Bins::build(profile_dir).expect("the binaries build");
+    let bins = Bins::beside_test().expect("the binaries build");
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos-slice");
     let _ = std::fs::remove_dir_all(&work);
     let setup = Arc::new(trial::setup(bins, work, false, Backend::Sqlite).expect("setup"));

@@ -13,12 +13,7 @@ use interlock_chaos::world::Bins;
 
 #[test]
 fn a_minute_of_mixed_load_with_kills_pays_nothing_twice_and_leaves_nothing_unknown() {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("a target profile directory");
-    let bins = Bins::build(profile_dir).expect("the binaries build");
+    let bins = Bins::beside_test().expect("the binaries build");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("soak-slice");
     let plan = SoakPlan {
         duration: Duration::from_secs(60),
